@@ -1,0 +1,8 @@
+# CUDACACHE_SANITIZE: "" (none), "address,undefined" or "thread". Applied to every target.
+set(CUDACACHE_SANITIZE "" CACHE STRING "Sanitizers to build with")
+if(CUDACACHE_SANITIZE)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=${CUDACACHE_SANITIZE}>
+                      $<$<COMPILE_LANGUAGE:CXX,C>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:CXX,C>:-fno-sanitize-recover=all>)
+  add_link_options(-fsanitize=${CUDACACHE_SANITIZE})
+endif()

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs cudacache's build and test dependencies from Debian's packages.
+# The CUDA toolkit (13.x, nvcc at /usr/local/cuda/bin) is assumed to be installed already.
+# Do not add libcub-dev: its old /usr/include/cub would shadow the toolkit's CUB.
+set -euo pipefail
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends \
+  cmake ninja-build g++ python3 python3-pytest \
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev >/dev/null
+if ! [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: the CUDA toolkit is missing (expected /usr/local/cuda/bin/nvcc)" >&2
+  exit 1
+fi
+echo "install-deps: dependencies are installed"
