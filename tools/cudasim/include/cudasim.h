@@ -20,7 +20,10 @@ extern "C" {
 #define CUDASIM_WEAK __attribute__((weak))
 
 /* Counters of one simulated device, as printed by CUDASIM_REPORT=1. "Device allocations"
- * are cudaMalloc/cudaMallocAsync blocks and cuMemCreate physical allocations. */
+ * are cudaMalloc/cudaMallocAsync blocks and cuMemCreate physical allocations. Bytes count
+ * cudaMalloc sizes rounded up to 256 (CUDA's minimum alignment) and cuMemCreate sizes as
+ * given; a cudaFreeAsync counts when its stream reaches it, and a cuMemRelease'd allocation
+ * that is still mapped keeps counting in_use_bytes until its last cuMemUnmap. */
 typedef struct cudasim_counters {
   uint64_t mallocs;       /* cudaMalloc, cudaMallocAsync and cuMemCreate calls that succeeded */
   uint64_t frees;         /* cudaFree, cudaFreeAsync and cuMemRelease calls that succeeded */

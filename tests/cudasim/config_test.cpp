@@ -1,0 +1,112 @@
+// Environment configuration and the exit report, checked by running the probe program with
+// chosen variables. Also: an unimplemented runtime function fails loudly, naming itself.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <regex>
+#include <string>
+
+#include "sim_test.h"
+
+namespace {
+
+struct ProbeRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+ProbeRun run_probe(const std::string& environment, const std::string& mode) {
+  const std::string command =
+      "env " + environment + " '" CUDASIM_PROBE "' " + mode + " 2>&1";
+  ProbeRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) run.output += buffer;
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+using Config = SimTest;
+
+TEST_F(Config, Defaults) {
+  const ProbeRun run = run_probe("-u CUDASIM_CAPACITY -u CUDASIM_DEVICES", "devices");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "devices=1 capacity=85899345920\n");
+}
+
+TEST_F(Config, CapacitySuffixes) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"1048576", "1048576"},     {"24GiB", "25769803776"}, {"16GB", "16000000000"},
+      {"512M", "536870912"},      {"512MiB", "536870912"},  {"3K", "3072"},
+      {"2KB", "2000"},            {"1T", "1099511627776"},  {"1TiB", "1099511627776"},
+      {"2TB", "2000000000000"},   {"7G", "7516192768"},     {"100MB", "100000000"},
+  };
+  for (const auto& [value, bytes] : cases) {
+    const ProbeRun run = run_probe(std::string("CUDASIM_CAPACITY=") + value, "devices");
+    EXPECT_EQ(run.exit_code, 0) << value << ": " << run.output;
+    EXPECT_EQ(run.output, std::string("devices=1 capacity=") + bytes + "\n") << value;
+  }
+}
+
+TEST_F(Config, DeviceCount) {
+  const ProbeRun run = run_probe("CUDASIM_DEVICES=3", "devices");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "devices=3 capacity=8589934592\n");
+  EXPECT_EQ(run_probe("CUDASIM_DEVICES=64", "devices").output,
+            "devices=64 capacity=8589934592\n");
+}
+
+TEST_F(Config, BadValuesStopTheProgramAtLoad) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"CUDASIM_CAPACITY", "banana"}, {"CUDASIM_CAPACITY", "1.5GiB"},
+      {"CUDASIM_CAPACITY", "12XB"},   {"CUDASIM_CAPACITY", "0"},
+      {"CUDASIM_CAPACITY", ""},       {"CUDASIM_CAPACITY", "99999999999999999999"},
+      {"CUDASIM_DEVICES", "0"},       {"CUDASIM_DEVICES", "999"},
+      {"CUDASIM_DEVICES", "2x"},      {"CUDASIM_DEVICES", "-1"},
+      {"CUDASIM_DEVICES", " 2"},      {"CUDASIM_DEVICES", "+2"},
+      {"CUDASIM_REPORT", "yes"},
+  };
+  for (const auto& [name, value] : cases) {
+    const ProbeRun run = run_probe(std::string(name) + "='" + value + "'", "devices");
+    EXPECT_EQ(run.exit_code, 2) << name << "=" << value << ": " << run.output;
+    EXPECT_NE(run.output.find(std::string("cudasim: invalid ") + name + "='" + value + "'"),
+              std::string::npos)
+        << run.output;
+    EXPECT_EQ(run.output.find("devices="), std::string::npos) << "main() must not run";
+  }
+}
+
+TEST_F(Config, ReportIsOneLine) {
+  const ProbeRun run = run_probe("CUDASIM_REPORT=1", "alloc");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  // a (1024), b (2048), c (1 MiB) malloc'd; a, b freed; 2 MiB cuMemCreate'd, mapped, unmapped,
+  // released while c is alive.
+  EXPECT_EQ(run.output,
+            "cudasim: mallocs=4 frees=3 maps=1 unmaps=1 in_use=1048576 peak=3145728\n");
+  const std::regex format(
+      "cudasim: mallocs=[0-9]+ frees=[0-9]+ maps=[0-9]+ unmaps=[0-9]+ in_use=[0-9]+ "
+      "peak=[0-9]+\n");
+  EXPECT_TRUE(std::regex_match(run.output, format)) << run.output;
+}
+
+TEST_F(Config, NoReportByDefault) {
+  const ProbeRun run = run_probe("-u CUDASIM_REPORT", "alloc");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.output, "");
+}
+
+// cudasim exports only what it implements, so the dynamic linker itself reports a call to
+// anything else, naming the function.
+TEST_F(Config, UnimplementedFunctionFailsLoudlyNamingIt) {
+  for (const char* binding : {"-u LD_BIND_NOW", "LD_BIND_NOW=1"}) {
+    const ProbeRun run = run_probe(binding, "unimplemented");
+    EXPECT_NE(run.exit_code, 0) << binding;
+    EXPECT_NE(run.output.find("undefined symbol: cudaMallocManaged"), std::string::npos)
+        << binding << ": " << run.output;
+    EXPECT_EQ(run.output.find("cudaMallocManaged returned"), std::string::npos) << run.output;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,94 @@
+// Configuration from the environment, read when the library is loaded:
+//   CUDASIM_DEVICES   number of simulated devices, 1..64 (default 1)
+//   CUDASIM_CAPACITY  bytes per device: a number with an optional suffix K/M/G/T or KiB/MiB/
+//                     GiB/TiB (powers of 2) or KB/MB/GB/TB (powers of 10) (default 80GiB)
+//   CUDASIM_REPORT    1: print one summary line to stderr at exit
+// A bad value is fatal at load time: a simulator silently running with a default would make
+// tests pass for the wrong reason.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string_view>
+
+#include "state.h"
+
+namespace cudasim {
+
+namespace {
+
+[[noreturn]] void bad_value(const char* name, const char* value, const char* expected) {
+  std::fprintf(stderr, "cudasim: invalid %s='%s': expected %s\n", name, value, expected);
+  _exit(2);
+}
+
+// Parses "<digits>[suffix]"; returns false on anything else or on overflow.
+bool parse_bytes(std::string_view text, size_t* out) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 19) return false;
+  unsigned long long number = 0;
+  for (size_t i = 0; i < digits; ++i) number = number * 10 + static_cast<unsigned>(text[i] - '0');
+  const std::string_view suffix = text.substr(digits);
+  struct Unit {
+    std::string_view name;
+    unsigned long long factor;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1ULL},
+      {"K", 1ULL << 10}, {"M", 1ULL << 20}, {"G", 1ULL << 30}, {"T", 1ULL << 40},
+      {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"TiB", 1ULL << 40},
+      {"KB", 1000ULL}, {"MB", 1000ULL * 1000}, {"GB", 1000ULL * 1000 * 1000},
+      {"TB", 1000ULL * 1000 * 1000 * 1000},
+  };
+  for (const Unit& unit : kUnits) {
+    if (unit.name != suffix) continue;
+    if (number > std::numeric_limits<size_t>::max() / unit.factor) return false;
+    *out = static_cast<size_t>(number * unit.factor);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Config load_config() {
+  Config config;
+  if (const char* v = std::getenv("CUDASIM_DEVICES")) {
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || errno != 0 || *end != '\0' || n < 1 || n > 64) {
+      bad_value("CUDASIM_DEVICES", v, "an integer from 1 to 64");
+    }
+    config.devices = static_cast<int>(n);
+  }
+  if (const char* v = std::getenv("CUDASIM_CAPACITY")) {
+    size_t bytes = 0;
+    if (!parse_bytes(v, &bytes) || bytes == 0) {
+      bad_value("CUDASIM_CAPACITY", v,
+                "a positive byte count such as 1073741824, 24GiB, 512MiB or 16GB");
+    }
+    config.capacity = bytes;
+  }
+  if (const char* v = std::getenv("CUDASIM_REPORT")) {
+    if (std::strcmp(v, "1") == 0) {
+      config.report = true;
+    } else if (std::strcmp(v, "0") != 0 && v[0] != '\0') {
+      bad_value("CUDASIM_REPORT", v, "0 or 1");
+    }
+  }
+  return config;
+}
+
+namespace {
+
+// Reads the configuration at load time so that bad values stop the program before main().
+__attribute__((constructor)) void load_at_startup() { (void)state(); }
+
+}  // namespace
+
+}  // namespace cudasim

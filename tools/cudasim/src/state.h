@@ -1,0 +1,165 @@
+// Internal state of the simulated runtime: devices, allocations, streams, events and VMM
+// objects, all guarded by one mutex. Every API entry point locks it; the work a stream "runs"
+// is executed under it too, so no state is ever touched without it.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "cudasim.h"
+
+namespace cudasim {
+
+// cudaMalloc sizes are counted rounded up to this (CUDA aligns pointers to at least 256 B).
+inline constexpr size_t kAllocationAlignment = 256;
+// VMM granularity, both minimum and recommended, as on current NVIDIA GPUs.
+inline constexpr size_t kVmmGranularity = size_t{2} << 20;
+inline constexpr int kRuntimeVersion = 13000;
+
+using Clock = std::chrono::steady_clock;
+using StreamId = uint64_t;
+using EventId = uint64_t;
+
+// A point in a stream's work: done once the stream has completed op number `seq`.
+struct Ticket {
+  StreamId stream = 0;
+  uint64_t seq = 0;
+};
+
+struct Op {
+  uint64_t seq = 0;
+  std::vector<Ticket> waits;       // other streams' work this op must wait for
+  std::function<void()> action;    // the host-side effect (copy, free, event timestamp)
+};
+
+enum class StreamKind { Legacy, PerThread, User };
+
+struct Stream {
+  int device = 0;
+  StreamKind kind = StreamKind::User;
+  unsigned flags = cudaStreamDefault;
+  int priority = 0;
+  bool destroyed = false;  // handle invalid for users; kept until its work drains
+  bool held = false;
+  uint64_t enqueued = 0;
+  uint64_t completed = 0;
+  std::deque<Op> queue;
+};
+
+struct Event {
+  int device = 0;
+  unsigned flags = cudaEventDefault;
+  bool recorded = false;
+  uint64_t generation = 0;  // bumped by each record so stale markers are ignored
+  Ticket ticket;
+  std::optional<Clock::time_point> completed_at;
+};
+
+struct Allocation {
+  int device = 0;
+  size_t bytes = 0;  // rounded size, as mapped and as counted
+  bool free_pending = false;  // cudaFreeAsync enqueued but not yet run
+};
+
+struct PhysicalAllocation {  // cuMemCreate
+  int device = 0;
+  size_t bytes = 0;
+  uint64_t offset = 0;  // in the device's memfd
+  int mappings = 0;
+  bool released = false;  // cuMemRelease called; freed when the last mapping goes
+};
+
+struct Mapping {  // cuMemMap
+  size_t bytes = 0;
+  uint64_t handle = 0;
+  int device = 0;
+};
+
+struct Device {
+  size_t capacity = 0;
+  cudasim_counters counters{};
+  int fail_countdown = 0;  // cudasim_fail_nth_allocation; 0 = none pending
+  unsigned flags = 0;      // cudaSetDeviceFlags
+  StreamId legacy_stream = 0;
+  int memfd = -1;          // backing store of cuMemCreate, created on first use
+  uint64_t memfd_next = 0;
+};
+
+struct State {
+  std::mutex mutex;
+  std::condition_variable progress;  // notified whenever stream work completes
+  std::vector<Device> devices;
+  bool report = false;
+  uint64_t total_in_use = 0;
+  uint64_t total_peak = 0;
+
+  std::map<uintptr_t, Allocation> allocations;
+  std::unordered_map<StreamId, Stream> streams;
+  std::unordered_map<EventId, Event> events;
+  StreamId next_stream = 1;
+  EventId next_event = 1;
+  uint64_t generation = 0;
+  size_t pending_ops = 0;  // ops queued on any stream
+
+  std::map<uintptr_t, size_t> reservations;  // cuMemAddressReserve: base -> bytes
+  std::map<uintptr_t, Mapping> mappings;
+  std::unordered_map<uint64_t, PhysicalAllocation> physical;
+  uint64_t next_physical = 1;
+};
+
+struct Config {
+  int devices = 1;
+  size_t capacity = size_t{80} << 30;
+  bool report = false;
+};
+
+// Reads CUDASIM_*; prints the problem and _exit(2)s on a bad value.
+Config load_config();
+
+// The one State, created on first use and never destroyed, so that calls made from other
+// libraries' static destructors (and the exit report) still find it.
+State& state();
+
+// Calling thread's current device (cudaSetDevice).
+int& current_device();
+bool valid_device(const State& s, int device);
+
+// Records a failure as the thread's last error and returns it; success passes through.
+cudaError_t finish(cudaError_t error);
+
+// Memory accounting. charge() applies fail-nth and capacity; both require the lock.
+cudaError_t charge(State& s, int device, size_t bytes);
+void credit(State& s, int device, size_t bytes);
+
+// Streams (streams.cpp); all require the lock.
+enum class DefaultStream { Legacy, PerThread };
+// Maps a user handle (NULL, cudaStreamLegacy, cudaStreamPerThread or created) to a live stream.
+cudaError_t resolve_stream(State& s, cudaStream_t handle, DefaultStream mode, StreamId* out);
+Ticket enqueue(State& s, StreamId stream, std::vector<Ticket> waits, std::function<void()> action);
+bool ticket_done(const State& s, Ticket t);
+void make_progress(State& s);
+void wait_for(std::unique_lock<std::mutex>& lock, State& s, Ticket t);
+StreamId create_stream(State& s, int device, StreamKind kind, unsigned flags, int priority);
+void reset_device_streams(State& s, int device);
+void reset_device_events(State& s, int device);  // events.cpp
+cudaStream_t stream_handle(StreamId id);
+StreamId stream_from_handle(cudaStream_t handle);  // 0 when not a created-stream handle
+
+// Memory (memory.cpp); require the lock.
+bool is_device_range(const State& s, const void* ptr, size_t bytes);
+void free_device_allocations(State& s, int device);
+void release_device_vmm(State& s, int device);  // vmm.cpp
+
+}  // namespace cudasim

@@ -1,0 +1,268 @@
+// The driver's virtual memory management API, simulated with real host mappings:
+//   cuMemAddressReserve  mmap(PROT_NONE) of the range
+//   cuMemCreate          a range of the device's one sparse memfd
+//   cuMemMap             mmap(MAP_FIXED | MAP_SHARED) of that memfd range, still PROT_NONE
+//   cuMemSetAccess       mprotect
+//   cuMemUnmap           mmap(PROT_NONE) over the range again
+//   cuMemRelease         fallocate(PUNCH_HOLE), once no mapping uses it
+// so touching memory that is not mapped with access faults (SIGSEGV), as an illegal address
+// would on a GPU. Driver calls return CUresult and never touch the runtime's last error.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "state.h"
+
+namespace cudasim {
+
+namespace {
+
+// Sparse: only touched pages cost memory. Offsets are handed out in order.
+constexpr uint64_t kMemfdBytes = uint64_t{1} << 46;
+
+bool granular(uint64_t value) { return value % kVmmGranularity == 0; }
+
+bool restore_reservation(uintptr_t ptr, size_t bytes) {
+  return mmap(reinterpret_cast<void*>(ptr), bytes, PROT_NONE,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
+}
+
+void free_physical(State& s, std::unordered_map<uint64_t, PhysicalAllocation>::iterator it) {
+  const PhysicalAllocation& p = it->second;
+  Device& d = s.devices[static_cast<size_t>(p.device)];
+  fallocate(d.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(p.offset),
+            static_cast<off_t>(p.bytes));
+  if (p.offset + p.bytes == d.memfd_next) d.memfd_next = p.offset;
+  credit(s, p.device, p.bytes);
+  s.physical.erase(it);
+}
+
+// Drops one mapping of a handle; frees the handle's memory if it was released meanwhile.
+void drop_mapping(State& s, std::map<uintptr_t, Mapping>::iterator it) {
+  restore_reservation(it->first, it->second.bytes);
+  const auto handle = s.physical.find(it->second.handle);
+  s.mappings.erase(it);
+  if (handle != s.physical.end() && --handle->second.mappings == 0 && handle->second.released) {
+    free_physical(s, handle);
+  }
+}
+
+bool inside_reservation(const State& s, uintptr_t ptr, size_t bytes) {
+  auto it = s.reservations.upper_bound(ptr);
+  if (it == s.reservations.begin()) return false;
+  --it;
+  const uintptr_t offset = ptr - it->first;
+  return offset < it->second && bytes <= it->second - offset;
+}
+
+bool overlaps_mapping(const State& s, uintptr_t ptr, size_t bytes) {
+  auto it = s.mappings.lower_bound(ptr);
+  if (it != s.mappings.end() && it->first < ptr + bytes) return true;
+  if (it == s.mappings.begin()) return false;
+  --it;
+  return it->first + it->second.bytes > ptr;
+}
+
+// True if whole mappings cover [ptr, ptr + bytes) without gaps, starting exactly at ptr.
+bool covered_by_mappings(const State& s, uintptr_t ptr, size_t bytes) {
+  uintptr_t next = ptr;
+  for (auto it = s.mappings.find(ptr); it != s.mappings.end() && it->first == next; ++it) {
+    next += it->second.bytes;
+    if (next == ptr + bytes) return true;
+    if (next > ptr + bytes) return false;
+  }
+  return false;
+}
+
+bool valid_location(const State& s, const CUmemLocation& location) {
+  return location.type == CU_MEM_LOCATION_TYPE_DEVICE && valid_device(s, location.id);
+}
+
+}  // namespace
+
+void release_device_vmm(State& s, int device) {
+  for (auto it = s.mappings.begin(); it != s.mappings.end();) {
+    const auto next = std::next(it);
+    if (it->second.device == device) drop_mapping(s, it);
+    it = next;
+  }
+  for (auto it = s.physical.begin(); it != s.physical.end();) {
+    const auto next = std::next(it);
+    if (it->second.device == device) free_physical(s, it);
+    it = next;
+  }
+}
+
+}  // namespace cudasim
+
+using namespace cudasim;
+
+extern "C" {
+
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                       CUmemAllocationGranularity_flags option) {
+  if (granularity == nullptr || prop == nullptr ||
+      (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
+      !valid_location(state(), prop->location)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *granularity = kVmmGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+  if (ptr == nullptr || size == 0 || !granular(size) || flags != 0 ||
+      (alignment & (alignment - 1)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const size_t align = std::max(alignment, kVmmGranularity);
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  // Over-reserve, then trim to the alignment. The address hint is only a hint, as in CUDA.
+  const size_t span = size + align;
+  void* raw = mmap(reinterpret_cast<void*>(addr), span, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t base = (start + align - 1) / align * align;
+  if (base > start) munmap(raw, base - start);
+  if (base + size < start + span) {
+    munmap(reinterpret_cast<void*>(base + size), start + span - (base + size));
+  }
+  s.reservations[base] = size;
+  *ptr = base;
+  return CUDA_SUCCESS;
+}
+
+// Stricter than the documentation asks: freeing a range that still has mappings is reported
+// (CUDA_ERROR_INVALID_VALUE), since it is always a leak in the caller.
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto it = s.reservations.find(ptr);
+  if (it == s.reservations.end() || it->second != size || overlaps_mapping(s, ptr, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  munmap(reinterpret_cast<void*>(ptr), size);
+  s.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) {
+  if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || !granular(size) ||
+      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const int device = prop->location.id;
+  if (!valid_device(s, device)) return CUDA_ERROR_INVALID_DEVICE;
+  Device& d = s.devices[static_cast<size_t>(device)];
+  if (d.memfd < 0) {
+    const int fd = memfd_create("cudasim-device", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, static_cast<off_t>(kMemfdBytes)) != 0) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    d.memfd = fd;
+  }
+  if (size > kMemfdBytes - d.memfd_next) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (charge(s, device, size) != cudaSuccess) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t id = s.next_physical++;
+  s.physical[id] = PhysicalAllocation{device, size, d.memfd_next, 0, false};
+  d.memfd_next += size;
+  ++d.counters.mallocs;
+  *handle = id;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto it = s.physical.find(handle);
+  if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  ++s.devices[static_cast<size_t>(it->second.device)].counters.frees;
+  // Like CUDA, the memory stays alive while mapped and goes with the last cuMemUnmap.
+  it->second.released = true;
+  if (it->second.mappings == 0) free_physical(s, it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  if (flags != 0 || size == 0 || !granular(ptr) || !granular(size) || !granular(offset)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto it = s.physical.find(handle);
+  if (it == s.physical.end() || it->second.released || offset > it->second.bytes ||
+      size > it->second.bytes - offset || !inside_reservation(s, ptr, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (overlaps_mapping(s, ptr, size)) return CUDA_ERROR_ALREADY_MAPPED;
+  PhysicalAllocation& p = it->second;
+  const int fd = s.devices[static_cast<size_t>(p.device)].memfd;
+  if (mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd,
+           static_cast<off_t>(p.offset + offset)) == MAP_FAILED) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  s.mappings[ptr] = Mapping{size, handle, p.device};
+  ++p.mappings;
+  ++s.devices[static_cast<size_t>(p.device)].counters.maps;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (size == 0 || !covered_by_mappings(s, ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  const int device = s.mappings.at(ptr).device;
+  for (auto it = s.mappings.find(ptr); it != s.mappings.end() && it->first < ptr + size;) {
+    const auto next = std::next(it);
+    drop_mapping(s, it);
+    it = next;
+  }
+  ++s.devices[static_cast<size_t>(device)].counters.unmaps;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (desc == nullptr || count == 0 || size == 0 || !granular(ptr) || !granular(size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  // One host process stands for every device: the range gets the widest access granted.
+  int prot = PROT_NONE;
+  for (size_t i = 0; i < count; ++i) {
+    if (!valid_location(s, desc[i].location)) return CUDA_ERROR_INVALID_VALUE;
+    switch (desc[i].flags) {
+      case CU_MEM_ACCESS_FLAGS_PROT_NONE: break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READ: prot |= PROT_READ; break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot |= PROT_READ | PROT_WRITE; break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  // The range must be mapped throughout (it may cover parts of mappings).
+  auto it = s.mappings.upper_bound(ptr);
+  if (it == s.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  uintptr_t covered = ptr;
+  for (; it != s.mappings.end() && it->first <= covered && covered < ptr + size; ++it) {
+    covered = std::max<uintptr_t>(covered, it->first + it->second.bytes);
+  }
+  if (covered < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
