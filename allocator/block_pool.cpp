@@ -1,0 +1,93 @@
+#include "block_pool.h"
+
+#include <algorithm>
+
+namespace cudacache {
+
+Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size) {
+  ++search_count_;
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  const auto it = free_.lower_bound(&key);
+  if (it == free_.end() || (*it)->stream != stream) return nullptr;
+  if (!may_serve((*it)->size, size, max_split_size)) return nullptr;
+  Block* block = *it;
+  auto node = free_.extract(it);
+  if (spare_node_.empty()) spare_node_ = std::move(node);
+  return block;
+}
+
+BlockPool::~BlockPool() {
+  for (Block* block : spare_) delete block;
+}
+
+Block* BlockPool::new_block() {
+  if (spare_.empty()) return new Block;
+  Block* block = spare_.back();
+  spare_.pop_back();
+  *block = Block{};
+  return block;
+}
+
+void BlockPool::recycle(Block* block) { spare_.push_back(block); }
+
+void BlockPool::insert(Block* block) {
+  if (spare_node_.empty()) {
+    free_.insert(block);
+    return;
+  }
+  spare_node_.value() = block;
+  free_.insert(std::move(spare_node_));
+  spare_node_ = {};
+}
+
+void BlockPool::erase(Block* block) {
+  auto node = free_.extract(block);
+  if (spare_node_.empty()) spare_node_ = std::move(node);
+}
+
+std::size_t BlockPool::largest_free_block() const {
+  std::size_t largest = 0;
+  for (const Block* block : free_) largest = std::max(largest, block->size);
+  return largest;
+}
+
+Block* split_block(Block* block, std::size_t size, BlockPool& pool) {
+  Block* remainder = pool.new_block();
+  remainder->address = block->address + size;
+  remainder->size = block->size - size;
+  remainder->stream = block->stream;
+  remainder->segment = block->segment;
+  remainder->prev = block;
+  remainder->next = block->next;
+  if (remainder->next != nullptr) remainder->next->prev = remainder;
+  block->next = remainder;
+  block->size = size;
+  return remainder;
+}
+
+std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
+  if (src == nullptr || src->allocated || src->pending_events > 0 || !src->stream_uses.empty()) {
+    return 0;
+  }
+  if (dst->prev == src) {  // [src dst]
+    dst->address = src->address;
+    dst->prev = src->prev;
+    if (dst->prev != nullptr) {
+      dst->prev->next = dst;
+    } else {
+      dst->segment->head = dst;
+    }
+  } else {  // [dst src]
+    dst->next = src->next;
+    if (dst->next != nullptr) dst->next->prev = dst;
+  }
+  const std::size_t absorbed = src->size;
+  dst->size += absorbed;
+  pool.erase(src);
+  pool.recycle(src);
+  return absorbed;
+}
+
+}  // namespace cudacache

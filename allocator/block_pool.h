@@ -1,0 +1,71 @@
+// A pool's index of free blocks, and the split and merge operations on a segment's blocks.
+//
+// Free blocks are ordered by (stream, size, address): the first block not below
+// (stream, size, 0) is the best fit on that stream, lowest address among equals.
+#pragma once
+
+#include "segment.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+namespace cudacache {
+
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    const auto stream_a = reinterpret_cast<std::uintptr_t>(a->stream);
+    const auto stream_b = reinterpret_cast<std::uintptr_t>(b->stream);
+    if (stream_a != stream_b) return stream_a < stream_b;
+    if (a->size != b->size) return a->size < b->size;
+    return a->address < b->address;
+  }
+};
+
+class BlockPool {
+ public:
+  using FreeIndex = std::set<Block*, BlockOrder>;
+
+  explicit BlockPool(PoolKind kind) : kind_(kind) {}
+  ~BlockPool();
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  PoolKind kind() const { return kind_; }
+  const FreeIndex& free_blocks() const { return free_; }
+
+  // Removes and returns the best free block for `size` bytes on `stream`, or nullptr. Counts
+  // searches for the garbage collector's block ages.
+  Block* take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size);
+
+  void insert(Block* block);
+  void erase(Block* block);
+  std::uint64_t search_count() const { return search_count_; }
+  std::size_t largest_free_block() const;
+
+  // Block objects are recycled, so that split and merge on the cache-hit path do not
+  // allocate host memory. new_block() returns a default-initialised Block.
+  Block* new_block();
+  void recycle(Block* block);
+
+ private:
+  PoolKind kind_;
+  FreeIndex free_;
+  // A node of free_ kept for the next insert: take + split + insert and merge + insert then
+  // allocate no host memory.
+  FreeIndex::node_type spare_node_;
+  std::vector<Block*> spare_;
+  std::uint64_t search_count_ = 0;
+};
+
+// Splits `size` bytes off the front of `block`; returns the new block (from `pool`) holding
+// the remainder. The remainder is not inserted into the free index.
+Block* split_block(Block* block, std::size_t size, BlockPool& pool);
+
+// Absorbs neighbour `src` into `dst` if `src` is free (not allocated, no pending events) and
+// returns the number of bytes absorbed (0 if not merged). On a merge, src is removed from
+// `pool`'s free index and recycled.
+std::size_t try_merge(Block* dst, Block* src, BlockPool& pool);
+
+}  // namespace cudacache

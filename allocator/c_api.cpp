@@ -1,0 +1,208 @@
+// The C ABI (include/cudacache/cudacache.h): exceptions become status codes and a
+// thread-local message.
+#include "device_stats.h"
+#include "log.h"
+#include "registry.h"
+
+#include <cudacache/cudacache.h>
+#include <cudacache/cudacache.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+namespace cudacache {
+namespace {
+
+thread_local std::string last_error;
+
+cudacache_status record_failure(cudacache_status status, const std::string& message) {
+  last_error = message;
+  return status;
+}
+
+// Runs fn and maps what it throws to a status; every failure leaves a message.
+template <typename Fn>
+cudacache_status guarded(Fn&& fn) noexcept {
+  try {
+    fn();
+    return CUDACACHE_OK;
+  } catch (const OutOfMemoryError& error) {
+    return record_failure(CUDACACHE_OUT_OF_MEMORY, error.what());
+  } catch (const Error& error) {
+    return record_failure(error.status(), error.what());
+  } catch (const std::bad_alloc&) {
+    return record_failure(CUDACACHE_INTERNAL, "cudacache: host memory exhausted");
+  } catch (const std::exception& error) {
+    logger().error("internal error: {}", error.what());
+    return record_failure(CUDACACHE_INTERNAL, std::string("cudacache: internal error: ") + error.what());
+  } catch (...) {
+    return record_failure(CUDACACHE_INTERNAL, "cudacache: unknown internal error");
+  }
+}
+
+cudacache_status invalid_argument(const std::string& message) {
+  logger().error("{}", message);
+  return record_failure(CUDACACHE_INVALID_ARGUMENT, message);
+}
+
+// snprintf contract: copy what fits, NUL-terminate, return the full length.
+int copy_out(const std::string& text, char* buf, std::size_t len) {
+  if (buf != nullptr && len > 0) {
+    const std::size_t n = std::min(len - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int>(text.size());
+}
+
+MemoryStats stats_of(int device, cudacache_status* status) {
+  MemoryStats stats;
+  *status = guarded([&] { stats = Registry::instance().device(device).stats(); });
+  return stats;
+}
+
+std::size_t stat_value(int device, StatArray MemoryStats::*array, bool peak) {
+  cudacache_status status = CUDACACHE_OK;
+  const MemoryStats stats = stats_of(device, &status);
+  if (status != CUDACACHE_OK) return 0;
+  const Stat& stat = (stats.*array)[kAllPools];
+  return static_cast<std::size_t>(peak ? stat.peak : stat.current);
+}
+
+}  // namespace
+}  // namespace cudacache
+
+using cudacache::Registry;
+
+extern "C" {
+
+const char* cudacache_status_string(cudacache_status status) {
+  switch (status) {
+    case CUDACACHE_OK: return "CUDACACHE_OK";
+    case CUDACACHE_OUT_OF_MEMORY: return "CUDACACHE_OUT_OF_MEMORY";
+    case CUDACACHE_INVALID_ARGUMENT: return "CUDACACHE_INVALID_ARGUMENT";
+    case CUDACACHE_INVALID_DEVICE: return "CUDACACHE_INVALID_DEVICE";
+    case CUDACACHE_UNKNOWN_POINTER: return "CUDACACHE_UNKNOWN_POINTER";
+    case CUDACACHE_CONFIG: return "CUDACACHE_CONFIG";
+    case CUDACACHE_CUDA_ERROR: return "CUDACACHE_CUDA_ERROR";
+    case CUDACACHE_INTERNAL: return "CUDACACHE_INTERNAL";
+  }
+  return "CUDACACHE_UNKNOWN_STATUS";
+}
+
+const char* cudacache_last_error(void) { return cudacache::last_error.c_str(); }
+
+cudacache_status cudacache_allocate(void** out, size_t size, int device, cudaStream_t stream) {
+  if (out == nullptr) return cudacache::invalid_argument("cudacache_allocate: out is NULL");
+  *out = nullptr;
+  return cudacache::guarded([&] { *out = Registry::instance().device(device).allocate(size, stream); });
+}
+
+void* cudacache_malloc(ssize_t size, int device, cudaStream_t stream) {
+  if (size < 0) {
+    cudacache::invalid_argument("cudacache_malloc: negative size " + std::to_string(size));
+    return nullptr;
+  }
+  void* ptr = nullptr;
+  cudacache_allocate(&ptr, static_cast<size_t>(size), device, stream);
+  return ptr;
+}
+
+void cudacache_free(void* ptr, ssize_t size, int device, cudaStream_t /*stream*/) {
+  if (ptr == nullptr) return;
+  if (size < 0) {
+    cudacache::invalid_argument("cudacache_free: negative size " + std::to_string(size));
+    return;
+  }
+  cudacache::guarded(
+      [&] { Registry::instance().device(device).deallocate(ptr, static_cast<size_t>(size)); });
+}
+
+cudacache_status cudacache_deallocate(void* ptr) {
+  return cudacache::guarded([&] { cudacache::deallocate(ptr); });
+}
+
+cudacache_status cudacache_record_stream(void* ptr, cudaStream_t stream) {
+  return cudacache::guarded([&] { cudacache::record_stream(ptr, stream); });
+}
+
+void cudacache_empty_cache(void) {
+  cudacache::guarded([] { cudacache::empty_cache(); });
+}
+
+size_t cudacache_memory_allocated(int device) {
+  return cudacache::stat_value(device, &cudacache::MemoryStats::allocated_bytes, false);
+}
+
+size_t cudacache_memory_reserved(int device) {
+  return cudacache::stat_value(device, &cudacache::MemoryStats::reserved_bytes, false);
+}
+
+size_t cudacache_max_memory_allocated(int device) {
+  return cudacache::stat_value(device, &cudacache::MemoryStats::allocated_bytes, true);
+}
+
+size_t cudacache_max_memory_reserved(int device) {
+  return cudacache::stat_value(device, &cudacache::MemoryStats::reserved_bytes, true);
+}
+
+cudacache_status cudacache_reset_peak_memory_stats(int device) {
+  return cudacache::guarded([&] { Registry::instance().device(device).reset_peak_stats(); });
+}
+
+cudacache_status cudacache_reset_accumulated_memory_stats(int device) {
+  return cudacache::guarded([&] { Registry::instance().device(device).reset_accumulated_stats(); });
+}
+
+int cudacache_memory_stats_json(int device, char* buf, size_t len) {
+  std::string text;
+  const cudacache_status status = cudacache::guarded([&] {
+    text = cudacache::DeviceStats::to_json(Registry::instance().device(device).stats());
+  });
+  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+}
+
+int cudacache_snapshot_json(int device, char* buf, size_t len) {
+  std::string text;
+  const cudacache_status status =
+      cudacache::guarded([&] { text = Registry::instance().device(device).snapshot_json(); });
+  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+}
+
+cudacache_status cudacache_configure(const char* config) {
+  if (config == nullptr) return cudacache::invalid_argument("cudacache_configure: config is NULL");
+  return cudacache::guarded([&] { Registry::instance().configure(config); });
+}
+
+const char* cudacache_config_help(void) {
+  static thread_local std::string text;
+  const cudacache_status status =
+      cudacache::guarded([&] { text = Registry::instance().config_help(); });
+  if (status != CUDACACHE_OK) text = cudacache::last_error;
+  return text.c_str();
+}
+
+int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data) {
+  if (hook == nullptr) {
+    cudacache::invalid_argument("cudacache_register_retry_hook: hook is NULL");
+    return -1;
+  }
+  return Registry::instance().hooks().add([hook, user_data](const cudacache::OomContext& context) {
+    cudacache::OomContext with_data = context;
+    with_data.user_data = user_data;
+    return hook(&with_data);
+  });
+}
+
+cudacache_status cudacache_unregister_retry_hook(int handle) {
+  if (!Registry::instance().hooks().remove(handle)) {
+    return cudacache::invalid_argument("cudacache_unregister_retry_hook: unknown handle " +
+                                       std::to_string(handle));
+  }
+  return CUDACACHE_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,77 @@
+// The C++ API (include/cudacache/cudacache.hpp) over the process-wide Registry.
+#include "device_stats.h"
+#include "log.h"
+#include "registry.h"
+
+#include <cudacache/cudacache.hpp>
+
+#include <cstdio>
+
+namespace cudacache {
+
+void* allocate(std::size_t bytes, cudaStream_t stream) {
+  return Registry::instance().device(-1).allocate(bytes, stream);
+}
+
+void* allocate(std::size_t bytes, int device, cudaStream_t stream) {
+  return Registry::instance().device(device).allocate(bytes, stream);
+}
+
+void deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  for (DeviceAllocator* allocator : Registry::instance().created()) {
+    if (allocator->deallocate_if_owned(ptr)) return;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", ptr);
+  const std::string message = std::string("cudacache: free of ") + text +
+                              ", which cudacache did not allocate (or already freed)";
+  logger().error("{}", message);
+  throw Error(CUDACACHE_UNKNOWN_POINTER, message);
+}
+
+void record_stream(void* ptr, cudaStream_t stream) {
+  for (DeviceAllocator* allocator : Registry::instance().created()) {
+    try {
+      allocator->record_stream(ptr, stream);
+      return;
+    } catch (const Error& error) {
+      if (error.status() != CUDACACHE_UNKNOWN_POINTER) throw;
+    }
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", ptr);
+  throw Error(CUDACACHE_UNKNOWN_POINTER,
+              std::string("cudacache: record_stream on ") + text + ", which cudacache did not allocate");
+}
+
+void empty_cache() {
+  for (DeviceAllocator* allocator : Registry::instance().created()) allocator->empty_cache();
+}
+
+MemoryStats memory_stats(int device) { return Registry::instance().device(device).stats(); }
+
+void reset_peak_memory_stats(int device) { Registry::instance().device(device).reset_peak_stats(); }
+
+void reset_accumulated_memory_stats(int device) {
+  Registry::instance().device(device).reset_accumulated_stats();
+}
+
+std::string memory_stats_json(int device) {
+  return DeviceStats::to_json(Registry::instance().device(device).stats());
+}
+
+std::string snapshot_json(int device) { return Registry::instance().device(device).snapshot_json(); }
+
+void configure(const std::string& config) { Registry::instance().configure(config); }
+
+int add_retry_hook(RetryHook hook) { return Registry::instance().hooks().add(std::move(hook)); }
+
+void remove_retry_hook(int handle) {
+  if (!Registry::instance().hooks().remove(handle)) {
+    throw Error(CUDACACHE_INVALID_ARGUMENT,
+                "cudacache: unknown retry hook handle " + std::to_string(handle));
+  }
+}
+
+}  // namespace cudacache

@@ -1,0 +1,574 @@
+// DeviceAllocator: the per-device composer.
+//
+// Policy (PyTorch's CUDACachingAllocator semantics; constants in size_policy.h)
+// - Rounding: a request rounds up to 512 B, or to the next 1/N power-of-two step with
+//   roundup_power2_divisions. Size 0 returns nullptr.
+// - Pools: rounded sizes <= 1 MiB use the small pool, carved from 2 MiB segments. Larger ones
+//   use the large pool: a new segment is 20 MiB below 10 MiB, else the size rounded to 2 MiB.
+// - Fit: best fit on the request's stream, free blocks ordered by (stream, size, address).
+//   A block belongs to its allocation stream for life. Oversize blocks (>= max_split_size)
+//   never serve requests below max_split_size nor requests 20 MiB or more smaller.
+// - Split: small pool when the remainder is >= 512 B; large pool when the remainder is
+//   > 1 MiB and the request is below max_split_size. Merge: a freed block absorbs free
+//   neighbours of its segment (not allocated, no pending events).
+// - Streams: record_stream adds a stream to a block; at free an event is recorded on each
+//   such stream and the block stays active until all complete. Completed events are polled,
+//   without blocking, at the start of the next allocation. A same-stream cache hit makes no
+//   CUDA call.
+// - Ladder when no cached block fits: [garbage collection if garbage_collection_threshold and
+//   per_process_memory_fraction are set] -> cudaMalloc -> release cached oversize blocks,
+//   cudaMalloc -> wait for all pending events, release every fully free segment, cudaMalloc
+//   (counted in num_alloc_retries) -> search the pool again (Note [Search after release]) ->
+//   retry hooks, up to CUDACACHE_MAX_RETRY_ROUNDS rounds, each followed by the whole ladder ->
+//   OutOfMemoryError (num_ooms). per_process_memory_fraction caps reserved memory at fraction
+//   x total; a segment beyond it fails like cudaMalloc.
+// - empty_cache: waits for pending events and returns every fully free segment.
+//
+// Note [Search after release]: waiting for pending events can return blocks to the pool and
+// merge them with their neighbours; PyTorch does not look at the pool again and fails a
+// request that an immediate retry satisfies (pytorch issue 189504). We look again.
+//
+// Locking: mutex_ guards all mutable state. Public functions take it; private helpers marked
+// REQUIRES run with it held. It is released only around retry hooks.
+#include "device_allocator.h"
+
+#include "device_api.h"
+#include "log.h"
+#include "oom_report.h"
+#include "size_policy.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+[[noreturn]] void fail(cudacache_status status, const std::string& message) {
+  logger().error("{}", message);
+  throw Error(status, message);
+}
+
+std::string pointer_text(const void* ptr) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", ptr);
+  return text;
+}
+
+std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(value); }
+
+}  // namespace
+
+DeviceAllocator::DeviceAllocator(int device, const Options& options,
+                                 std::shared_ptr<RetryHooks> hooks)
+    : device_(device),
+      options_(options),
+      hooks_(hooks ? std::move(hooks) : std::make_shared<RetryHooks>()),
+      backend_(std::make_unique<MallocSegmentBackend>()) {
+  const int count = device_api::device_count();
+  if (device < 0 || device >= count) {
+    fail(CUDACACHE_INVALID_DEVICE, "cudacache: invalid device ordinal " + std::to_string(device) +
+                                       " (" + std::to_string(count) + " devices)");
+  }
+  if (options_.per_process_memory_fraction.is_set()) {
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    const cudaError_t error = device_api::memory_info(device_, &free_bytes, &total_bytes);
+    if (error != cudaSuccess) {
+      fail(CUDACACHE_CUDA_ERROR, std::string("cudacache: cudaMemGetInfo failed: ") +
+                                     device_api::error_string(error));
+    }
+    allowed_maximum_ = static_cast<std::size_t>(options_.per_process_memory_fraction.value *
+                                                static_cast<double>(total_bytes));
+  }
+  stats_.values().max_split_size = static_cast<std::int64_t>(options_.max_split_size());
+  logger().debug("device {}: allocator created ({})", device_, options_.to_config_string());
+}
+
+DeviceAllocator::~DeviceAllocator() {
+  std::lock_guard lock(mutex_);
+  events_.synchronize_all([this](Block* block) { free_block(block); });
+  if (!allocated_.empty()) {
+    logger().warn("device {}: allocator destroyed with {} live allocations", device_,
+                  allocated_.size());
+  }
+  for (auto& [base, segment] : segments_) {
+    for (Block* block = segment->head; block != nullptr;) {
+      Block* next = block->next;
+      delete block;
+      block = next;
+    }
+    const cudaError_t error = backend_->release(device_, segment->base, segment->size);
+    if (error != cudaSuccess) {
+      logger().error("device {}: cudaFree failed: {}", device_, device_api::error_string(error));
+    }
+    delete segment;
+  }
+}
+
+void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
+  if (size == 0) return nullptr;
+  if (size > kMaxRequestBytes) {
+    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: requested size " + std::to_string(size) +
+                                         " bytes is larger than the maximum " +
+                                         std::to_string(kMaxRequestBytes));
+  }
+  std::unique_lock lock(mutex_);
+  validate_stream(stream);
+  if (events_.pending() != 0) process_events();
+
+  Request request;
+  request.requested = size;
+  request.size = round_size(size, options_.roundup_power2_divisions);
+  request.stream = stream;
+  request.pool = pool_for(request.size) == PoolKind::kSmall ? &small_pool_ : &large_pool_;
+
+  Block* block = find_or_create_block(request);
+  for (int round = 0; block == nullptr && round < CUDACACHE_MAX_RETRY_ROUNDS; ++round) {
+    if (hooks_->empty()) break;
+    const OomContext context = make_context(request, round);
+    lock.unlock();
+    const bool retry = hooks_->run(context);
+    lock.lock();
+    if (!retry) break;
+    if (events_.pending() != 0) process_events();
+    block = find_or_create_block(request);
+  }
+  if (block == nullptr) {
+    stats_.values().num_ooms += 1;
+    const OomReport report = make_report(request);
+    std::string message = describe_oom(report, options_);
+    logger().warn("{}", message);
+    throw OutOfMemoryError(report, std::move(message));
+  }
+  return finish_allocation(block, request);
+}
+
+Block* DeviceAllocator::find_or_create_block(Request& request) {
+  BlockPool& pool = *request.pool;
+  const std::size_t max_split = options_.max_split_size();
+  if (Block* block = pool.take_best_fit(request.stream, request.size, max_split)) return block;
+  if (options_.per_process_memory_fraction.is_set() &&
+      options_.garbage_collection_threshold.value > 0.0) {
+    garbage_collect();
+  }
+  if (Block* block = allocate_segment(request, false)) return block;
+  if (release_oversize_blocks(request)) {
+    if (Block* block = allocate_segment(request, false)) return block;
+  }
+  release_cached_blocks();
+  if (Block* block = allocate_segment(request, true)) return block;
+  return pool.take_best_fit(request.stream, request.size, max_split);  // Note [Search after release]
+}
+
+Block* DeviceAllocator::allocate_segment(Request& request, bool is_retry) {
+  MemoryStats& stats = stats_.values();
+  if (is_retry) stats.num_alloc_retries += 1;
+  const std::size_t bytes = segment_size(request.size);
+  if (reserved_total_ + bytes > allowed_maximum_) {
+    request.fraction_cap_hit = true;
+    return nullptr;
+  }
+  std::uintptr_t base = 0;
+  const cudaError_t error = backend_->allocate(device_, bytes, &base);
+  if (error == cudaErrorMemoryAllocation) return nullptr;
+  if (error != cudaSuccess) {
+    fail(CUDACACHE_CUDA_ERROR, "cudacache: cudaMalloc of " + std::to_string(bytes) +
+                                   " bytes on device " + std::to_string(device_) +
+                                   " failed: " + device_api::error_string(error));
+  }
+  auto* segment = new Segment;
+  segment->base = base;
+  segment->size = bytes;
+  segment->stream = request.stream;
+  segment->pool = request.pool->kind();
+  Block* block = request.pool->new_block();
+  block->address = base;
+  block->size = bytes;
+  block->stream = request.stream;
+  block->segment = segment;
+  segment->head = block;
+  segments_.emplace(base, segment);
+
+  reserved_total_ += bytes;
+  DeviceStats::increase(stats.segment, segment->pool, 1);
+  DeviceStats::increase(stats.reserved_bytes, segment->pool, as_signed(bytes));
+  if (bytes >= options_.max_split_size()) DeviceStats::increase(stats.oversize_segments, 1);
+  stats.num_device_alloc += 1;
+  logger().trace("device {}: segment of {} bytes at {:#x}", device_, bytes, base);
+  return block;
+}
+
+void DeviceAllocator::release_segment(Block* block) {
+  Segment* segment = block->segment;
+  BlockPool& pool = pool_of(*block);
+  pool.erase(block);
+  const cudaError_t error = backend_->release(device_, segment->base, segment->size);
+  if (error != cudaSuccess) {
+    logger().error("device {}: cudaFree of segment {:#x} failed: {}", device_, segment->base,
+                   device_api::error_string(error));
+  }
+  MemoryStats& stats = stats_.values();
+  reserved_total_ -= segment->size;
+  DeviceStats::decrease(stats.segment, segment->pool, 1);
+  DeviceStats::decrease(stats.reserved_bytes, segment->pool, as_signed(segment->size));
+  if (segment->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_segments, 1);
+  stats.num_device_free += 1;
+  logger().trace("device {}: released segment of {} bytes at {:#x}", device_, segment->size,
+                 segment->base);
+  segments_.erase(segment->base);
+  delete segment;
+  pool.recycle(block);
+}
+
+bool DeviceAllocator::release_oversize_blocks(const Request& request) {
+  const std::size_t max_split = options_.max_split_size();
+  if (max_split == SplitSizeLimit::kUnlimited) return false;
+  const BlockPool::FreeIndex& index = request.pool->free_blocks();
+  Block key;
+  key.stream = request.stream;
+  key.size = std::max(request.size, max_split);
+  auto it = index.lower_bound(&key);
+  if (it != index.end() && (*it)->stream == request.stream && !(*it)->is_split()) {
+    release_segment(*it);
+    return true;
+  }
+  // No single block is large enough: release oversize blocks from the largest down.
+  std::vector<Block*> victims;
+  std::size_t total = 0;
+  while (it != index.begin() && total < key.size) {
+    --it;
+    Block* block = *it;
+    if (block->stream != request.stream || block->size < max_split) break;
+    if (block->is_split()) continue;
+    victims.push_back(block);
+    total += block->size;
+  }
+  for (Block* block : victims) release_segment(block);
+  return total >= key.size;
+}
+
+void DeviceAllocator::release_cached_blocks() {
+  if (events_.pending() != 0) {
+    const cudaError_t error = events_.synchronize_all([this](Block* block) { free_block(block); });
+    if (error != cudaSuccess) {
+      logger().error("device {}: waiting for stream events failed: {}", device_,
+                     device_api::error_string(error));
+    }
+  }
+  stats_.values().num_sync_all_streams += 1;
+  for (BlockPool* pool : {&large_pool_, &small_pool_}) {
+    std::vector<Block*> whole;
+    for (Block* block : pool->free_blocks()) {
+      if (!block->is_split()) whole.push_back(block);
+    }
+    for (Block* block : whole) release_segment(block);
+  }
+}
+
+void DeviceAllocator::garbage_collect() {
+  // PyTorch's garbage collector: once reserved memory exceeds threshold x allowed maximum,
+  // release unsplit free large blocks older than the average age, repeating until enough is
+  // reclaimed. Age = free-index searches since the block became free.
+  const auto threshold = static_cast<std::size_t>(options_.garbage_collection_threshold.value *
+                                                  static_cast<double>(allowed_maximum_));
+  if (reserved_total_ <= threshold) return;
+  const std::size_t target = reserved_total_ - threshold;
+  const std::uint64_t now = large_pool_.search_count();
+  auto age = [now](const Block* block) { return now - block->gc_count_base; };
+  std::uint64_t total_age = 0;
+  std::size_t candidates = 0;
+  for (const Block* block : large_pool_.free_blocks()) {
+    if (!block->is_split()) {
+      total_age += age(block);
+      ++candidates;
+    }
+  }
+  std::size_t reclaimed = 0;
+  bool freed = true;
+  while (reclaimed < target && freed && candidates > 0) {
+    const double average_age = static_cast<double>(total_age) / static_cast<double>(candidates);
+    freed = false;
+    std::vector<Block*> victims;
+    for (Block* block : large_pool_.free_blocks()) {
+      if (!block->is_split() && static_cast<double>(age(block)) >= average_age) {
+        victims.push_back(block);
+      }
+    }
+    for (Block* block : victims) {
+      freed = true;
+      reclaimed += block->size;
+      total_age -= age(block);
+      --candidates;
+      release_segment(block);
+    }
+  }
+}
+
+void DeviceAllocator::process_events() {
+  const cudaError_t error = events_.process_ready([this](Block* block) { free_block(block); });
+  if (error != cudaSuccess) {
+    logger().error("device {}: cudaEventQuery failed: {}", device_, device_api::error_string(error));
+  }
+}
+
+void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
+  MemoryStats& stats = stats_.values();
+  BlockPool& pool = *request.pool;
+  const PoolKind kind = pool.kind();
+  const bool already_split = block->is_split();
+  if (should_split(kind, block->size, request.size, options_.max_split_size())) {
+    Block* remainder = split_block(block, request.size, pool);
+    remainder->gc_count_base = pool.search_count();
+    pool.insert(remainder);
+    if (already_split) {
+      DeviceStats::decrease(stats.inactive_split_bytes, kind, as_signed(block->size));
+    } else {
+      DeviceStats::increase(stats.inactive_split_bytes, kind, as_signed(remainder->size));
+      DeviceStats::increase(stats.inactive_split, kind, 1);
+    }
+  } else if (already_split) {
+    DeviceStats::decrease(stats.inactive_split_bytes, kind, as_signed(block->size));
+    DeviceStats::decrease(stats.inactive_split, kind, 1);
+  }
+  block->allocated = true;
+  block->requested_size = request.requested;
+  if (spare_allocated_node_.empty()) {
+    allocated_.emplace(block->pointer(), block);
+  } else {
+    spare_allocated_node_.key() = block->pointer();
+    spare_allocated_node_.mapped() = block;
+    allocated_.insert(std::move(spare_allocated_node_));
+    spare_allocated_node_ = {};
+  }
+
+  DeviceStats::increase(stats.allocation, kind, 1);
+  DeviceStats::increase(stats.allocated_bytes, kind, as_signed(block->size));
+  DeviceStats::increase(stats.active, kind, 1);
+  DeviceStats::increase(stats.active_bytes, kind, as_signed(block->size));
+  DeviceStats::increase(stats.requested_bytes, kind, as_signed(block->requested_size));
+  if (block->size >= options_.max_split_size()) DeviceStats::increase(stats.oversize_allocations, 1);
+  return block->pointer();
+}
+
+void DeviceAllocator::deallocate(void* ptr) { deallocate_checked(ptr, std::nullopt); }
+
+void DeviceAllocator::deallocate(void* ptr, std::size_t requested_size) {
+  deallocate_checked(ptr, requested_size);
+}
+
+bool DeviceAllocator::deallocate_if_owned(void* ptr) {
+  std::lock_guard lock(mutex_);
+  const auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) return false;
+  release_allocation(take_allocated(it));
+  return true;
+}
+
+void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> requested_size) {
+  if (ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  const auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) {
+    fail(CUDACACHE_UNKNOWN_POINTER, "cudacache: free of " + pointer_text(ptr) +
+                                        ", which is not allocated on device " +
+                                        std::to_string(device_) + " (never allocated, or already freed)");
+  }
+  Block* block = it->second;
+  if (requested_size && *requested_size != block->requested_size) {
+    fail(CUDACACHE_INVALID_ARGUMENT,
+         "cudacache: free of " + pointer_text(ptr) + " with size " +
+             std::to_string(*requested_size) + " bytes, but it was allocated with " +
+             std::to_string(block->requested_size) + " bytes");
+  }
+  release_allocation(take_allocated(it));
+}
+
+Block* DeviceAllocator::take_allocated(std::unordered_map<void*, Block*>::iterator it) {
+  Block* block = it->second;
+  auto node = allocated_.extract(it);
+  if (spare_allocated_node_.empty()) spare_allocated_node_ = std::move(node);
+  return block;
+}
+
+void DeviceAllocator::release_allocation(Block* block) {
+  MemoryStats& stats = stats_.values();
+  const PoolKind kind = block->segment->pool;
+  block->allocated = false;
+  DeviceStats::decrease(stats.allocation, kind, 1);
+  DeviceStats::decrease(stats.allocated_bytes, kind, as_signed(block->size));
+  if (block->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_allocations, 1);
+  if (block->stream_uses.empty()) {
+    free_block(block);
+    return;
+  }
+  const cudaError_t error = events_.record(device_, block);
+  if (error != cudaSuccess) {
+    // Without events the only safe fallback is to wait for all work on the device.
+    logger().error("device {}: recording stream events failed ({}); synchronizing the device",
+                   device_, device_api::error_string(error));
+    device_api::synchronize(device_);
+    block->stream_uses.clear();
+    free_block(block);
+  }
+}
+
+void DeviceAllocator::free_block(Block* block) {
+  MemoryStats& stats = stats_.values();
+  BlockPool& pool = pool_of(*block);
+  const PoolKind kind = pool.kind();
+  const std::size_t original_size = block->size;
+  const std::size_t requested = block->requested_size;
+  std::int64_t split_blocks_change = 0;
+  std::int64_t split_bytes_change = 0;
+  for (Block* neighbour : {block->prev, block->next}) {
+    const std::size_t absorbed = try_merge(block, neighbour, pool);
+    if (absorbed > 0) {
+      split_blocks_change -= 1;
+      split_bytes_change -= as_signed(absorbed);
+    }
+  }
+  block->requested_size = 0;
+  block->gc_count_base = pool.search_count();
+  pool.insert(block);
+  if (block->is_split()) {
+    split_blocks_change += 1;
+    split_bytes_change += as_signed(block->size);
+  }
+  if (split_blocks_change > 0) DeviceStats::increase(stats.inactive_split, kind, split_blocks_change);
+  if (split_blocks_change < 0) DeviceStats::decrease(stats.inactive_split, kind, -split_blocks_change);
+  if (split_bytes_change > 0) DeviceStats::increase(stats.inactive_split_bytes, kind, split_bytes_change);
+  if (split_bytes_change < 0) DeviceStats::decrease(stats.inactive_split_bytes, kind, -split_bytes_change);
+  DeviceStats::decrease(stats.active, kind, 1);
+  DeviceStats::decrease(stats.active_bytes, kind, as_signed(original_size));
+  DeviceStats::decrease(stats.requested_bytes, kind, as_signed(requested));
+}
+
+void DeviceAllocator::record_stream(void* ptr, cudaStream_t stream) {
+  std::lock_guard lock(mutex_);
+  const auto it = allocated_.find(ptr);
+  if (it == allocated_.end()) {
+    fail(CUDACACHE_UNKNOWN_POINTER, "cudacache: record_stream on " + pointer_text(ptr) +
+                                        ", which is not allocated on device " +
+                                        std::to_string(device_));
+  }
+  validate_stream(stream);
+  Block* block = it->second;
+  if (stream == block->stream) return;
+  auto& uses = block->stream_uses;
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+}
+
+void DeviceAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cached_blocks();
+}
+
+MemoryStats DeviceAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_.values();
+}
+
+void DeviceAllocator::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  stats_.reset_peaks();
+}
+
+void DeviceAllocator::reset_accumulated_stats() {
+  std::lock_guard lock(mutex_);
+  stats_.reset_accumulated();
+}
+
+MemorySnapshot DeviceAllocator::snapshot() const {
+  std::lock_guard lock(mutex_);
+  MemorySnapshot snapshot;
+  snapshot.segments.reserve(segments_.size());
+  for (const auto& [base, segment] : segments_) {
+    SegmentSnapshot& out = snapshot.segments.emplace_back();
+    out.device = device_;
+    out.address = segment->base;
+    out.total_size = segment->size;
+    out.stream = reinterpret_cast<std::uintptr_t>(segment->stream);
+    out.segment_type = segment->pool == PoolKind::kSmall ? "small" : "large";
+    out.is_expandable = backend_->expandable();
+    for (const Block* block = segment->head; block != nullptr; block = block->next) {
+      BlockSnapshot& entry = out.blocks.emplace_back();
+      entry.address = block->address;
+      entry.size = block->size;
+      entry.requested_size = block->requested_size;
+      if (block->allocated) {
+        entry.state = "active_allocated";
+        out.allocated_size += block->size;
+      } else if (block->pending_events > 0) {
+        entry.state = "active_pending_free";
+      } else {
+        entry.state = "inactive";
+      }
+      if (block->allocated || block->pending_events > 0) {
+        out.active_size += block->size;
+        out.requested_size += block->requested_size;
+      }
+    }
+  }
+  return snapshot;
+}
+
+std::string DeviceAllocator::snapshot_json() const { return snapshot_to_json(snapshot()); }
+
+void DeviceAllocator::validate_stream(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
+  if (verified_streams_.contains(stream)) return;  // no CUDA call on the cache-hit path
+  int stream_device = -1;
+  const cudaError_t error = device_api::stream_device(stream, &stream_device);
+  if (error != cudaSuccess) {
+    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: " + pointer_text(stream) +
+                                         " is not a valid CUDA stream (cudaStreamGetDevice: " +
+                                         device_api::error_string(error) + ")");
+  }
+  if (stream_device != device_) {
+    fail(CUDACACHE_INVALID_DEVICE, "cudacache: stream " + pointer_text(stream) +
+                                       " belongs to device " + std::to_string(stream_device) +
+                                       ", not to device " + std::to_string(device_));
+  }
+  verified_streams_.insert(stream);
+}
+
+OomReport DeviceAllocator::make_report(const Request& request) const {
+  OomReport report;
+  report.device = device_;
+  report.requested_bytes = request.requested;
+  const cudaError_t error =
+      device_api::memory_info(device_, &report.device_free_bytes, &report.device_total_bytes);
+  if (error != cudaSuccess) {
+    logger().error("device {}: cudaMemGetInfo failed: {}", device_, device_api::error_string(error));
+  }
+  report.allocated_bytes =
+      static_cast<std::size_t>(stats_.values().allocated_bytes[kAllPools].current);
+  report.reserved_bytes = reserved_total_;
+  report.reserved_unallocated_bytes = reserved_total_ - report.allocated_bytes;
+  report.largest_free_cached_block =
+      std::max(small_pool_.largest_free_block(), large_pool_.largest_free_block());
+  report.fragmentation =
+      fragmentation(report.reserved_bytes, report.allocated_bytes, report.largest_free_cached_block);
+  report.fraction_cap_hit = request.fraction_cap_hit;
+  return report;
+}
+
+OomContext DeviceAllocator::make_context(const Request& request, int round) const {
+  OomContext context{};
+  context.device = device_;
+  context.round = round;
+  context.requested_bytes = request.requested;
+  context.allocated_bytes =
+      static_cast<std::size_t>(stats_.values().allocated_bytes[kAllPools].current);
+  context.reserved_bytes = reserved_total_;
+  device_api::memory_info(device_, &context.device_free_bytes, &context.device_total_bytes);
+  return context;
+}
+
+BlockPool& DeviceAllocator::pool_of(const Block& block) {
+  return block.segment->pool == PoolKind::kSmall ? small_pool_ : large_pool_;
+}
+
+}  // namespace cudacache

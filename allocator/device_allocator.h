@@ -1,0 +1,109 @@
+// DeviceAllocator: the caching allocator of one device. Everything else (C API, C++ API,
+// tools) is a client of this class. Policy summary: device_allocator.cpp.
+//
+// Thread safety: every public member function may be called from any thread; each takes
+// mutex_ (one per instance). Retry hooks run with mutex_ released.
+#pragma once
+
+#include "block_pool.h"
+#include "device_stats.h"
+#include "options.h"
+#include "retry_hooks.h"
+#include "segment.h"
+#include "snapshot.h"
+#include "stream_events.h"
+#include "thread_annotations.h"
+
+#include <cudacache/cudacache.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace cudacache {
+
+class DeviceAllocator {
+ public:
+  // `hooks` is shared with other allocators (the C API's process-wide list); null = own list.
+  DeviceAllocator(int device, const Options& options, std::shared_ptr<RetryHooks> hooks = nullptr);
+  // Waits for pending stream events and returns every segment to CUDA, live blocks included.
+  ~DeviceAllocator();
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
+
+  // nullptr for size 0. Throws OutOfMemoryError, or Error for bad input (state unchanged).
+  void* allocate(std::size_t size, cudaStream_t stream) CUDACACHE_EXCLUDES(mutex_);
+  // Throws Error (UNKNOWN_POINTER) for a pointer that is not allocated here. nullptr: no-op.
+  void deallocate(void* ptr) CUDACACHE_EXCLUDES(mutex_);
+  // Also checks that requested_size is the size passed at allocation (INVALID_ARGUMENT).
+  void deallocate(void* ptr, std::size_t requested_size) CUDACACHE_EXCLUDES(mutex_);
+  // Frees ptr and returns true if this allocator owns it; false (nothing done) otherwise.
+  bool deallocate_if_owned(void* ptr) CUDACACHE_EXCLUDES(mutex_);
+  void record_stream(void* ptr, cudaStream_t stream) CUDACACHE_EXCLUDES(mutex_);
+  void empty_cache() CUDACACHE_EXCLUDES(mutex_);
+
+  MemoryStats stats() const CUDACACHE_EXCLUDES(mutex_);
+  void reset_peak_stats() CUDACACHE_EXCLUDES(mutex_);
+  void reset_accumulated_stats() CUDACACHE_EXCLUDES(mutex_);
+  MemorySnapshot snapshot() const CUDACACHE_EXCLUDES(mutex_);
+  std::string snapshot_json() const;
+
+  int device() const { return device_; }
+  const Options& options() const { return options_; }
+  RetryHooks& retry_hooks() { return *hooks_; }
+
+ private:
+  struct Request {
+    std::size_t requested = 0;  // caller's size
+    std::size_t size = 0;       // rounded block size
+    cudaStream_t stream = nullptr;
+    BlockPool* pool = nullptr;
+    bool fraction_cap_hit = false;
+  };
+
+  Block* find_or_create_block(Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* allocate_segment(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
+  void release_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
+  bool release_oversize_blocks(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  void release_cached_blocks() CUDACACHE_REQUIRES(mutex_);
+  void garbage_collect() CUDACACHE_REQUIRES(mutex_);
+  void process_events() CUDACACHE_REQUIRES(mutex_);
+  void* finish_allocation(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
+  void release_allocation(Block* block) CUDACACHE_REQUIRES(mutex_);
+  void free_block(Block* block) CUDACACHE_REQUIRES(mutex_);
+  void deallocate_checked(void* ptr, std::optional<std::size_t> requested_size)
+      CUDACACHE_EXCLUDES(mutex_);
+  void validate_stream(cudaStream_t stream) CUDACACHE_REQUIRES(mutex_);
+  Block* take_allocated(std::unordered_map<void*, Block*>::iterator it) CUDACACHE_REQUIRES(mutex_);
+  OomReport make_report(const Request& request) const CUDACACHE_REQUIRES(mutex_);
+  OomContext make_context(const Request& request, int round) const CUDACACHE_REQUIRES(mutex_);
+  BlockPool& pool_of(const Block& block) CUDACACHE_REQUIRES(mutex_);
+
+  const int device_;
+  const Options options_;
+  const std::shared_ptr<RetryHooks> hooks_;
+  const std::unique_ptr<SegmentBackend> backend_;
+  std::size_t allowed_maximum_ = SIZE_MAX;  // per_process_memory_fraction cap; set once
+
+  mutable std::mutex mutex_;
+  BlockPool small_pool_ CUDACACHE_GUARDED_BY(mutex_){PoolKind::kSmall};
+  BlockPool large_pool_ CUDACACHE_GUARDED_BY(mutex_){PoolKind::kLarge};
+  std::unordered_map<void*, Block*> allocated_ CUDACACHE_GUARDED_BY(mutex_);
+  // A node of allocated_ kept for the next allocation (no host malloc on a cache hit).
+  std::unordered_map<void*, Block*>::node_type spare_allocated_node_ CUDACACHE_GUARDED_BY(mutex_);
+  std::map<std::uintptr_t, Segment*> segments_ CUDACACHE_GUARDED_BY(mutex_);
+  StreamEvents events_ CUDACACHE_GUARDED_BY(mutex_);
+  DeviceStats stats_ CUDACACHE_GUARDED_BY(mutex_);
+  std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
+  std::unordered_set<cudaStream_t> verified_streams_ CUDACACHE_GUARDED_BY(mutex_);
+};
+
+}  // namespace cudacache

@@ -1,0 +1,35 @@
+// Statistics of one device, with PyTorch's memory_stats() meanings (the struct itself is
+// public: cudacache::MemoryStats in <cudacache/cudacache.hpp>).
+#pragma once
+
+#include "size_policy.h"
+
+#include <cudacache/cudacache.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace cudacache {
+
+class DeviceStats {
+ public:
+  // Updates the pool's entry and the "all" entry of an array.
+  static void increase(StatArray& array, PoolKind pool, std::int64_t amount);
+  static void decrease(StatArray& array, PoolKind pool, std::int64_t amount);
+  static void increase(Stat& stat, std::int64_t amount);
+  static void decrease(Stat& stat, std::int64_t amount);
+
+  MemoryStats& values() { return stats_; }
+  const MemoryStats& values() const { return stats_; }
+
+  void reset_peaks();        // peak = current, for every counter
+  void reset_accumulated();  // allocated/freed and the num_* event counters to zero
+
+  // Flat object with PyTorch's dotted keys, e.g. "allocated_bytes.all.current".
+  static std::string to_json(const MemoryStats& stats);
+
+ private:
+  MemoryStats stats_;
+};
+
+}  // namespace cudacache

@@ -1,0 +1,64 @@
+// A minimal JSON writer: appends to a std::string, no allocation beyond it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cudacache {
+
+class JsonWriter {
+ public:
+  void begin_object() { separate(); text_ += '{'; first_ = true; }
+  void end_object() { text_ += '}'; first_ = false; }
+  void begin_array() { separate(); text_ += '['; first_ = true; }
+  void end_array() { text_ += ']'; first_ = false; }
+
+  void key(std::string_view name) {
+    separate();
+    append_string(name);
+    text_ += ':';
+    first_ = true;  // the value follows without a comma
+  }
+  void value(std::string_view text) { separate(); append_string(text); }
+  void value(const char* text) { value(std::string_view(text)); }
+  void value(bool flag) { separate(); text_ += flag ? "true" : "false"; }
+  void value(std::int64_t number) { separate(); text_ += std::to_string(number); }
+  void value(std::uint64_t number) { separate(); text_ += std::to_string(number); }
+
+  template <typename T>
+  void field(std::string_view name, const T& v) {
+    key(name);
+    value(v);
+  }
+
+  const std::string& str() const { return text_; }
+
+ private:
+  void separate() {
+    if (!first_) text_ += ',';
+    first_ = false;
+  }
+  void append_string(std::string_view text) {
+    text_ += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') {
+        text_ += '\\';
+        text_ += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        text_ += "\\u00";
+        text_ += kHex[(c >> 4) & 0xf];
+        text_ += kHex[c & 0xf];
+      } else {
+        text_ += c;
+      }
+    }
+    text_ += '"';
+  }
+
+  std::string text_;
+  bool first_ = true;
+};
+
+}  // namespace cudacache

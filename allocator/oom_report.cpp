@@ -1,0 +1,73 @@
+#include "oom_report.h"
+
+#include "size_policy.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace cudacache {
+
+std::string format_size(std::size_t bytes) {
+  if (bytes <= 1024) return std::to_string(bytes) + " bytes";
+  const char* unit = "KiB";
+  double value = static_cast<double>(bytes) / 1024.0;
+  if (value >= 1024.0) {
+    value /= 1024.0;
+    unit = "MiB";
+  }
+  if (value >= 1024.0) {
+    value /= 1024.0;
+    unit = "GiB";
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f %s", value, unit);
+  return text;
+}
+
+double fragmentation(std::size_t reserved, std::size_t allocated, std::size_t largest_free_cached) {
+  if (reserved <= allocated) return 0.0;
+  const double free_cached = static_cast<double>(reserved - allocated);
+  return std::clamp(1.0 - static_cast<double>(largest_free_cached) / free_cached, 0.0, 1.0);
+}
+
+std::string describe_oom(const OomReport& r, const Options& options) {
+  char fragmentation_text[32];
+  std::snprintf(fragmentation_text, sizeof fragmentation_text, "%.2f", r.fragmentation);
+  std::string text = "CUDA out of memory (cudacache). Tried to allocate " +
+                     format_size(r.requested_bytes) + " on device " + std::to_string(r.device) +
+                     ". Device " + std::to_string(r.device) + " has a total capacity of " +
+                     format_size(r.device_total_bytes) + " of which " +
+                     format_size(r.device_free_bytes) + " is free. Of the memory cudacache holds, " +
+                     format_size(r.allocated_bytes) + " is allocated and " +
+                     format_size(r.reserved_unallocated_bytes) +
+                     " is reserved but unallocated (reserved in total: " +
+                     format_size(r.reserved_bytes) + "); the largest free cached block is " +
+                     format_size(r.largest_free_cached_block) + ", fragmentation " +
+                     fragmentation_text +
+                     " (1 - largest free cached block / reserved but unallocated).";
+  if (r.fraction_cap_hit) {
+    text += " The per_process_memory_fraction cap (" +
+            options.per_process_memory_fraction.to_string() + " of the device) was reached.";
+  }
+  const std::size_t suggested_split_mb = std::max<std::size_t>(20, r.requested_bytes >> 20);
+  if (r.requested_bytes > r.device_total_bytes) {
+    text += " The request is larger than the whole device: no setting can satisfy it.";
+  } else if (r.fraction_cap_hit) {
+    text += " Raise per_process_memory_fraction, or free memory.";
+  } else if (r.reserved_unallocated_bytes >= r.requested_bytes) {
+    text += " Reserved but unallocated memory is large enough for the request but not "
+            "contiguous: expandable segments would avoid this fragmentation but cudacache does "
+            "not support them yet; set CUDACACHE_CONF=max_split_size_mb:" +
+            std::to_string(suggested_split_mb) +
+            " so that large cached blocks are not split, or call empty_cache() between phases.";
+  } else if (r.fragmentation > 0.5) {
+    text += " The cached free memory is fragmented: CUDACACHE_CONF=max_split_size_mb:" +
+            std::to_string(suggested_split_mb) + " limits splitting of large blocks.";
+  } else {
+    text += " Free tensors you no longer need, reduce the batch size, or register a retry hook "
+            "that releases memory.";
+  }
+  return text;
+}
+
+}  // namespace cudacache

@@ -1,0 +1,271 @@
+#include "options.h"
+
+#include <cudacache/cudacache.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <sstream>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kMinSplitSizeMb = 20;  // kLargeBuffer in MiB, as PyTorch
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+bool parse_unsigned(std::string_view text, std::size_t* out) {
+  if (text.empty()) return false;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+bool parse_double(std::string_view text, double* out) {
+  if (text.empty()) return false;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+std::string format_double(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Splits at top-level commas: the commas inside [...] belong to a value.
+std::vector<std::string_view> split_entries(std::string_view config, std::string* error) {
+  std::vector<std::string_view> entries;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= config.size(); ++i) {
+    const char c = i < config.size() ? config[i] : ',';
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth < 0) {
+      *error = "unbalanced ']'";
+      return {};
+    }
+    if (c == ',' && depth == 0) {
+      entries.push_back(trim(config.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  if (depth != 0) *error = "unbalanced '['";
+  return entries;
+}
+
+[[noreturn]] void config_error(const std::string& message) {
+  throw Error(CUDACACHE_CONFIG,
+              "cudacache config: " + message + ". Valid keys: " + Options::valid_keys() + ".");
+}
+
+}  // namespace
+
+std::string SplitSizeLimit::parse(std::string_view text) {
+  if (text == "unlimited") {
+    bytes = kUnlimited;
+    return {};
+  }
+  std::size_t megabytes = 0;
+  if (!parse_unsigned(text, &megabytes) || megabytes < kMinSplitSizeMb ||
+      megabytes > kUnlimited / kMiB) {
+    return "an integer number of MiB >= 20, or 'unlimited'";
+  }
+  bytes = megabytes * kMiB;
+  return {};
+}
+
+std::string SplitSizeLimit::to_string() const {
+  return bytes == kUnlimited ? "unlimited" : std::to_string(bytes / kMiB);
+}
+
+std::string RoundupDivisions::parse(std::string_view text) {
+  const std::string accepted =
+      "a power of two, or a table [MiB:N,...,>:N] with power-of-two MiB boundaries and N 0 or "
+      "a power of two";
+  if (text.empty()) return accepted;
+  std::array<std::size_t, kIntervals> table{};
+  if (text.front() != '[') {
+    std::size_t value = 0;
+    if (!parse_unsigned(text, &value) || !std::has_single_bit(value)) return accepted;
+    table.fill(value);
+    divisions = table;
+    return {};
+  }
+  if (text.back() != ']' || text.size() < 3) return accepted;
+  std::string_view rest = text.substr(1, text.size() - 2);
+  bool first = true;
+  std::size_t last_index = 0;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view entry = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t colon = entry.find(':');
+    if (colon == std::string_view::npos) return accepted;
+    const std::string_view boundary_text = trim(entry.substr(0, colon));
+    std::size_t value = 0;
+    if (!parse_unsigned(trim(entry.substr(colon + 1)), &value) ||
+        (value != 0 && !std::has_single_bit(value))) {
+      return accepted;
+    }
+    if (boundary_text == ">") {
+      // As PyTorch: every interval above the last named boundary (above interval 0 when none).
+      const std::size_t from = last_index + 1;
+      std::fill(table.begin() + static_cast<std::ptrdiff_t>(std::min(from, kIntervals)),
+                table.end(), value);
+      continue;
+    }
+    std::size_t boundary = 0;
+    if (!parse_unsigned(boundary_text, &boundary) || !std::has_single_bit(boundary)) {
+      return accepted;
+    }
+    const std::size_t index =
+        std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(boundary)) - 1, kIntervals - 1);
+    if (first) {
+      std::fill(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(index), value);
+      first = false;
+    }
+    table[index] = value;
+    last_index = index;
+  }
+  divisions = table;
+  return {};
+}
+
+std::string RoundupDivisions::to_string() const {
+  const bool uniform = std::all_of(divisions.begin(), divisions.end(),
+                                   [&](std::size_t d) { return d == divisions.front(); });
+  if (uniform) return std::to_string(divisions.front());
+  std::string text = "[";
+  for (std::size_t i = 0; i < kIntervals; ++i) {
+    text += (i + 1 == kIntervals ? std::string(">") : std::to_string(std::size_t{1} << i)) + ":" +
+            std::to_string(divisions[i]) + (i + 1 == kIntervals ? "]" : ",");
+  }
+  return text;
+}
+
+std::size_t RoundupDivisions::for_size(std::size_t size) const {
+  // Interval 0 holds sizes below 2 MiB, interval i sizes in [2^i MiB, 2^(i+1) MiB).
+  const int log_size = static_cast<int>(std::bit_width(size)) - 1;
+  const int start = 20;  // log2(1 MiB)
+  const std::size_t index = log_size > start ? static_cast<std::size_t>(log_size - start) : 0;
+  return divisions[std::min(index, kIntervals - 1)];
+}
+
+std::string GcThreshold::parse(std::string_view text) {
+  if (text == "unset") {
+    value = 0.0;
+    return {};
+  }
+  double parsed = 0.0;
+  if (!parse_double(text, &parsed) || !(parsed > 0.0 && parsed < 1.0)) {
+    return "a number strictly between 0 and 1, or 'unset'";
+  }
+  value = parsed;
+  return {};
+}
+
+std::string GcThreshold::to_string() const { return value > 0.0 ? format_double(value) : "unset"; }
+
+std::string MemoryFraction::parse(std::string_view text) {
+  if (text == "unset") {
+    value = -1.0;
+    return {};
+  }
+  double parsed = 0.0;
+  if (!parse_double(text, &parsed) || !(parsed >= 0.0 && parsed <= 1.0)) {
+    return "a number between 0 and 1, or 'unset'";
+  }
+  value = parsed;
+  return {};
+}
+
+std::string MemoryFraction::to_string() const { return is_set() ? format_double(value) : "unset"; }
+
+std::string ExpandableSegments::parse(std::string_view text) {
+  if (text == "False" || text == "false") {
+    enabled = false;
+    return {};
+  }
+  if (text == "True" || text == "true") return "False: expandable_segments is not supported yet";
+  return "True or False (only False is supported yet)";
+}
+
+std::string ExpandableSegments::to_string() const { return enabled ? "True" : "False"; }
+
+std::string HistoryEntries::parse(std::string_view text) {
+  if (!parse_unsigned(text, &max_entries)) return "a non-negative integer (entries; 0 = off)";
+  return {};
+}
+
+std::string HistoryEntries::to_string() const { return std::to_string(max_entries); }
+
+Options::Options(std::string_view config) { apply(config); }
+
+void Options::apply(std::string_view config) {
+  std::string error;
+  const std::vector<std::string_view> entries = split_entries(trim(config), &error);
+  if (!error.empty()) config_error(error + " in \"" + std::string(config) + "\"");
+  Options updated = *this;
+  for (const std::string_view entry : entries) {
+    if (entry.empty()) {
+      if (entries.size() == 1) break;  // "" configures nothing
+      config_error("empty entry in \"" + std::string(config) + "\"");
+    }
+    const std::size_t colon = entry.find(':');
+    const std::string_view key = trim(entry.substr(0, colon));
+    if (colon == std::string_view::npos) {
+      config_error("entry '" + std::string(entry) + "' has no ':value'");
+    }
+    const std::string_view value = trim(entry.substr(colon + 1));
+    bool known = false;
+#define CUDACACHE_OPTION(name, Type, default_value, doc)                                     \
+  if (key == #name) {                                                                        \
+    known = true;                                                                            \
+    const std::string expected = updated.name.parse(value);                                  \
+    if (!expected.empty()) {                                                                 \
+      config_error("invalid value '" + std::string(value) + "' for " #name ": expected " +  \
+                   expected);                                                                \
+    }                                                                                        \
+  }
+#include "options.inc"
+#undef CUDACACHE_OPTION
+    if (!known) config_error("unknown key '" + std::string(key) + "'");
+  }
+  *this = updated;
+}
+
+std::string Options::to_config_string() const {
+  std::string text;
+#define CUDACACHE_OPTION(name, Type, default_value, doc) \
+  text += (text.empty() ? "" : ",") + std::string(#name ":") + name.to_string();
+#include "options.inc"
+#undef CUDACACHE_OPTION
+  return text;
+}
+
+std::string Options::describe() const {
+  std::string text = "cudacache options (CUDACACHE_CONF=\"key:value,...\"):\n";
+#define CUDACACHE_OPTION(name, Type, default_value, doc)                                   \
+  text += "  " #name " = " + name.to_string() + " (default " + Type(default_value).to_string() + \
+          ")\n      " doc "\n";
+#include "options.inc"
+#undef CUDACACHE_OPTION
+  return text;
+}
+
+std::string Options::valid_keys() {
+  std::string text;
+#define CUDACACHE_OPTION(name, Type, default_value, doc) text += (text.empty() ? "" : ", ") + std::string(#name);
+#include "options.inc"
+#undef CUDACACHE_OPTION
+  return text;
+}
+
+}  // namespace cudacache

@@ -1,0 +1,94 @@
+#include "registry.h"
+
+#include "device_api.h"
+#include "log.h"
+
+#include <cstdlib>
+
+namespace cudacache {
+
+Registry& Registry::instance() {
+  static Registry* registry = new Registry;  // never destroyed, see registry.h
+  return *registry;
+}
+
+Registry::Registry() : hooks_(std::make_shared<RetryHooks>()) {}
+
+void Registry::configure(std::string_view config) {
+  std::lock_guard lock(mutex_);
+  if (started_) {
+    throw Error(CUDACACHE_CONFIG,
+                "cudacache_configure must be called before the first allocation; the options "
+                "are fixed at first use (" + options_.to_config_string() + ")");
+  }
+  Options check;
+  check.apply(config);  // throws with the offending key or value
+  if (!configured_.empty()) configured_.push_back(',');
+  configured_.append(config.data(), config.size());
+}
+
+Options Registry::pending_options() const {
+  Options options;
+  if (const char* environment = std::getenv("CUDACACHE_CONF")) options.apply(environment);
+  if (!configured_.empty()) options.apply(configured_);
+  return options;
+}
+
+void Registry::start() {
+  if (started_) return;
+  options_ = pending_options();
+  device_count_ = device_api::device_count();
+  allocators_ = std::make_unique<std::atomic<DeviceAllocator*>[]>(
+      static_cast<std::size_t>(device_count_));
+  for (int i = 0; i < device_count_; ++i) allocators_[static_cast<std::size_t>(i)] = nullptr;
+  started_ = true;
+  ready_.store(true, std::memory_order_release);
+  logger().info("cudacache started: {} devices, options {}", device_count_,
+                options_.to_config_string());
+}
+
+DeviceAllocator& Registry::device(int device) {
+  if (!ready_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mutex_);
+    start();
+  }
+  if (device == -1) {
+    const cudaError_t error = device_api::current_device(&device);
+    if (error != cudaSuccess) {
+      throw Error(CUDACACHE_CUDA_ERROR, std::string("cudacache: cudaGetDevice failed: ") +
+                                            device_api::error_string(error));
+    }
+  }
+  if (device < 0 || device >= device_count_) {
+    const std::string message = "cudacache: invalid device ordinal " + std::to_string(device) +
+                                " (" + std::to_string(device_count_) + " devices)";
+    logger().error("{}", message);
+    throw Error(CUDACACHE_INVALID_DEVICE, message);
+  }
+  std::atomic<DeviceAllocator*>& slot = allocators_[static_cast<std::size_t>(device)];
+  if (DeviceAllocator* existing = slot.load(std::memory_order_acquire)) return *existing;
+  std::lock_guard lock(mutex_);
+  if (DeviceAllocator* existing = slot.load(std::memory_order_acquire)) return *existing;
+  auto* created = new DeviceAllocator(device, options_, hooks_);
+  slot.store(created, std::memory_order_release);
+  return *created;
+}
+
+std::vector<DeviceAllocator*> Registry::created() const {
+  std::vector<DeviceAllocator*> result;
+  if (!ready_.load(std::memory_order_acquire)) return result;
+  for (int i = 0; i < device_count_; ++i) {
+    if (DeviceAllocator* allocator = allocators_[static_cast<std::size_t>(i)].load()) {
+      result.push_back(allocator);
+    }
+  }
+  return result;
+}
+
+std::string Registry::config_help() {
+  std::lock_guard lock(mutex_);
+  if (started_) return options_.describe();
+  return pending_options().describe();
+}
+
+}  // namespace cudacache

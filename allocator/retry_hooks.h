@@ -1,0 +1,29 @@
+// User hooks called when an allocation fails after the allocator released its own cache.
+// Shared by all DeviceAllocators of the C/C++ API; each standalone DeviceAllocator has its own.
+#pragma once
+
+#include <cudacache/cudacache.hpp>
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace cudacache {
+
+class RetryHooks {
+ public:
+  int add(RetryHook hook);  // returns a handle > 0
+  bool remove(int handle);
+  bool empty() const;
+
+  // Calls every hook in registration order, outside any allocator lock, and returns whether
+  // one of them asked for another attempt. A hook that throws counts as "no".
+  bool run(const OomContext& context) const;
+
+ private:
+  mutable std::mutex mutex_;  // guards hooks_ and next_handle_, never held while hooks run
+  std::vector<std::pair<int, RetryHook>> hooks_;
+  int next_handle_ = 1;
+};
+
+}  // namespace cudacache

@@ -1,0 +1,52 @@
+#include "snapshot.h"
+
+#include "json_writer.h"
+
+namespace cudacache {
+
+std::string snapshot_to_json(const MemorySnapshot& snapshot) {
+  JsonWriter json;
+  json.begin_object();
+  json.key("segments");
+  json.begin_array();
+  for (const SegmentSnapshot& segment : snapshot.segments) {
+    json.begin_object();
+    json.field("device", static_cast<std::int64_t>(segment.device));
+    json.field("address", static_cast<std::uint64_t>(segment.address));
+    json.field("total_size", static_cast<std::uint64_t>(segment.total_size));
+    json.field("allocated_size", static_cast<std::uint64_t>(segment.allocated_size));
+    json.field("active_size", static_cast<std::uint64_t>(segment.active_size));
+    json.field("requested_size", static_cast<std::uint64_t>(segment.requested_size));
+    json.field("stream", static_cast<std::uint64_t>(segment.stream));
+    json.field("segment_type", segment.segment_type);
+    json.field("is_expandable", segment.is_expandable);
+    json.key("frames");
+    json.begin_array();
+    json.end_array();
+    json.key("blocks");
+    json.begin_array();
+    for (const BlockSnapshot& block : segment.blocks) {
+      json.begin_object();
+      json.field("address", static_cast<std::uint64_t>(block.address));
+      json.field("size", static_cast<std::uint64_t>(block.size));
+      json.field("requested_size", static_cast<std::uint64_t>(block.requested_size));
+      json.field("state", block.state);
+      json.key("frames");
+      json.begin_array();
+      json.end_array();
+      json.end_object();
+    }
+    json.end_array();
+    json.end_object();
+  }
+  json.end_array();
+  json.key("device_traces");
+  json.begin_array();
+  json.begin_array();
+  json.end_array();
+  json.end_array();
+  json.end_object();
+  return json.str();
+}
+
+}  // namespace cudacache

@@ -1,0 +1,39 @@
+// Memory snapshot in the schema of torch.cuda.memory._snapshot():
+// {"segments": [...], "device_traces": [[...]]}. Trace entries are not recorded yet
+// (record_history), so device_traces holds one empty list for the device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cudacache {
+
+struct BlockSnapshot {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;
+  const char* state = "inactive";  // active_allocated | active_pending_free | inactive
+};
+
+struct SegmentSnapshot {
+  int device = 0;
+  std::uintptr_t address = 0;
+  std::size_t total_size = 0;
+  std::size_t allocated_size = 0;  // blocks allocated now
+  std::size_t active_size = 0;     // allocated or pending free
+  std::size_t requested_size = 0;  // requested bytes of active blocks
+  std::uintptr_t stream = 0;
+  const char* segment_type = "large";  // small | large
+  bool is_expandable = false;
+  std::vector<BlockSnapshot> blocks;
+};
+
+struct MemorySnapshot {
+  std::vector<SegmentSnapshot> segments;  // in address order
+};
+
+std::string snapshot_to_json(const MemorySnapshot& snapshot);
+
+}  // namespace cudacache

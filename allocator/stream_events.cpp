@@ -1,0 +1,69 @@
+#include "stream_events.h"
+
+#include "device_api.h"
+#include "log.h"
+
+#include <iterator>
+#include <vector>
+
+namespace cudacache {
+
+cudaError_t StreamEvents::record(int device, Block* block) {
+  std::vector<std::pair<cudaStream_t, cudaEvent_t>> recorded;
+  for (cudaStream_t stream : block->stream_uses) {
+    cudaEvent_t event = nullptr;
+    cudaError_t error = device_api::create_event(device, &event);
+    if (error == cudaSuccess) {
+      error = device_api::record_event(device, event, stream);
+      if (error != cudaSuccess) device_api::destroy_event(event);
+    }
+    if (error != cudaSuccess) {
+      for (auto& [unused, done] : recorded) device_api::destroy_event(done);
+      return error;
+    }
+    recorded.emplace_back(stream, event);
+  }
+  for (auto& [stream, event] : recorded) {
+    queues_[stream].emplace_back(event, block);
+    ++block->pending_events;
+    ++pending_;
+  }
+  block->stream_uses.clear();
+  return cudaSuccess;
+}
+
+cudaError_t StreamEvents::process_ready(const Completion& done) {
+  cudaError_t first_error = cudaSuccess;
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    auto& queue = it->second;
+    while (!queue.empty()) {
+      const auto [event, block] = queue.front();
+      const cudaError_t status = device_api::query_event(event);
+      if (status == cudaErrorNotReady) break;
+      if (status != cudaSuccess) {
+        logger().error("cudaEventQuery failed: {}", device_api::error_string(status));
+        if (first_error == cudaSuccess) first_error = status;
+      }
+      device_api::destroy_event(event);
+      queue.pop_front();
+      --pending_;
+      if (--block->pending_events == 0) done(block);
+    }
+    it = queue.empty() ? queues_.erase(it) : std::next(it);
+  }
+  return first_error;
+}
+
+cudaError_t StreamEvents::synchronize_all(const Completion& done) {
+  cudaError_t first_error = cudaSuccess;
+  for (auto& [stream, queue] : queues_) {
+    for (auto& [event, block] : queue) {
+      const cudaError_t status = device_api::synchronize_event(event);
+      if (status != cudaSuccess && first_error == cudaSuccess) first_error = status;
+    }
+  }
+  const cudaError_t processed = process_ready(done);
+  return first_error != cudaSuccess ? first_error : processed;
+}
+
+}  // namespace cudacache

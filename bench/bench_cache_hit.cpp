@@ -1,0 +1,62 @@
+// Cache-hit cost: one allocate + free pair that the cache serves without any CUDA call,
+// for cudacache (DeviceAllocator directly, and the C ABI) and CUB's CachingDeviceAllocator.
+// Run in a Release build; on cudasim: cmake --build <dir> --target run_bench_cache_hit.
+#include "device_allocator.h"
+
+#include <cudacache/cudacache.h>
+
+#include <benchmark/benchmark.h>
+#include <cub/util_allocator.cuh>
+
+#include <cstddef>
+
+namespace {
+
+void BM_DeviceAllocator(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  cudacache::DeviceAllocator allocator(0, cudacache::Options{});
+  allocator.deallocate(allocator.allocate(size, nullptr));  // warm the cache
+  for (auto _ : state) {
+    void* p = allocator.allocate(size, nullptr);
+    benchmark::DoNotOptimize(p);
+    allocator.deallocate(p);
+  }
+  if (allocator.stats().num_device_alloc != 1) state.SkipWithError("not a cache hit");
+}
+
+void BM_CApi(benchmark::State& state) {
+  const auto size = static_cast<ssize_t>(state.range(0));
+  cudacache_free(cudacache_malloc(size, 0, nullptr), size, 0, nullptr);
+  for (auto _ : state) {
+    void* p = cudacache_malloc(size, 0, nullptr);
+    benchmark::DoNotOptimize(p);
+    cudacache_free(p, size, 0, nullptr);
+  }
+  cudacache_empty_cache();
+}
+
+void BM_Cub(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  // Bins 512 B .. 16 MiB (growth 8) so that every size measured is cached, as for cudacache.
+  cub::CachingDeviceAllocator allocator(8, 3, 8, std::size_t{1} << 30);
+  void* p = nullptr;
+  if (allocator.DeviceAllocate(&p, size, nullptr) != cudaSuccess) state.SkipWithError("alloc");
+  allocator.DeviceFree(p);
+  for (auto _ : state) {
+    allocator.DeviceAllocate(&p, size, nullptr);
+    benchmark::DoNotOptimize(p);
+    allocator.DeviceFree(p);
+  }
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (const long size : {512L, 64L << 10, 1L << 20, 16L << 20}) b->Arg(size);
+}
+
+BENCHMARK(BM_DeviceAllocator)->Apply(sizes);
+BENCHMARK(BM_CApi)->Apply(sizes);
+BENCHMARK(BM_Cub)->Apply(sizes);
+
+}  // namespace
+
+BENCHMARK_MAIN();

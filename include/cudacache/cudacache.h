@@ -1,0 +1,120 @@
+/* cudacache: a caching allocator for CUDA device memory. Stable C ABI (C99).
+ *
+ * The first two functions are exactly PyTorch's CUDAPluggableAllocator ABI:
+ *   torch.cuda.memory.CUDAPluggableAllocator("libcudacache.so", "cudacache_malloc",
+ *                                            "cudacache_free")
+ *
+ * Conventions
+ * - device -1 means "the current device" (cudaGetDevice); other negative ordinals are invalid.
+ * - Size 0: allocating 0 bytes returns NULL (status CUDACACHE_OK) and changes nothing;
+ *   freeing NULL is a no-op. This is PyTorch's behaviour.
+ * - Every failing call leaves the allocator unchanged, logs through spdlog (level from the
+ *   CUDACACHE_LOG_LEVEL environment variable, silent by default) and stores a message that
+ *   cudacache_last_error() returns on the same thread.
+ * - Configuration: CUDACACHE_CONF="key:value,key:value" is read at first use;
+ *   cudacache_configure() may override keys before first use. See cudacache_config_help().
+ * - Thread safe. One lock per device.
+ */
+#ifndef CUDACACHE_H
+#define CUDACACHE_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#if defined(_WIN32)
+#define CUDACACHE_API
+#else
+#define CUDACACHE_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result of every call that can fail. */
+typedef enum cudacache_status {
+  CUDACACHE_OK = 0,
+  CUDACACHE_OUT_OF_MEMORY = 1,     /* the device (or per_process_memory_fraction) is full */
+  CUDACACHE_INVALID_ARGUMENT = 2,  /* negative/absurd size, size mismatch at free, NULL out */
+  CUDACACHE_INVALID_DEVICE = 3,    /* device ordinal out of range, stream of another device */
+  CUDACACHE_UNKNOWN_POINTER = 4,   /* not allocated by cudacache, or already freed */
+  CUDACACHE_CONFIG = 5,            /* bad configuration string, or configure after first use */
+  CUDACACHE_CUDA_ERROR = 6,        /* the CUDA runtime failed in an unexpected way */
+  CUDACACHE_INTERNAL = 7           /* a bug in cudacache */
+} cudacache_status;
+
+/* Static English name of a status ("CUDACACHE_OUT_OF_MEMORY"). */
+CUDACACHE_API const char* cudacache_status_string(cudacache_status status);
+
+/* Message of the last failure on this thread ("" if none). Valid until the next failing call
+ * on this thread. */
+CUDACACHE_API const char* cudacache_last_error(void);
+
+/* PyTorch pluggable ABI. malloc returns NULL on failure (and for size 0). free's size must be
+ * the size that was requested at allocation; stream is the allocation stream and is ignored. */
+CUDACACHE_API void* cudacache_malloc(ssize_t size, int device, cudaStream_t stream);
+CUDACACHE_API void cudacache_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
+
+/* Status-code variant of cudacache_malloc. *out is NULL on failure and for size 0. */
+CUDACACHE_API cudacache_status cudacache_allocate(void** out, size_t size, int device,
+                                                  cudaStream_t stream);
+/* Free by pointer alone (any device). */
+CUDACACHE_API cudacache_status cudacache_deallocate(void* ptr);
+
+/* The block of ptr is also used on stream: its memory is reused only after the work queued
+ * on stream when it is freed has completed. */
+CUDACACHE_API cudacache_status cudacache_record_stream(void* ptr, cudaStream_t stream);
+
+/* Returns every fully free cached segment of every device to CUDA. */
+CUDACACHE_API void cudacache_empty_cache(void);
+
+/* PyTorch's memory_allocated / memory_reserved / max_* (bytes; 0 for a bad device). */
+CUDACACHE_API size_t cudacache_memory_allocated(int device);
+CUDACACHE_API size_t cudacache_memory_reserved(int device);
+CUDACACHE_API size_t cudacache_max_memory_allocated(int device);
+CUDACACHE_API size_t cudacache_max_memory_reserved(int device);
+CUDACACHE_API cudacache_status cudacache_reset_peak_memory_stats(int device);
+CUDACACHE_API cudacache_status cudacache_reset_accumulated_memory_stats(int device);
+
+/* JSON documents, snprintf-style: writes at most len bytes (NUL included) into buf (which may
+ * be NULL when len is 0) and returns the length of the full document without the NUL, or -1
+ * on failure (see cudacache_last_error). memory_stats is a flat object with PyTorch's dotted
+ * keys ("allocated_bytes.all.current"); snapshot follows torch.cuda.memory._snapshot(). */
+CUDACACHE_API int cudacache_memory_stats_json(int device, char* buf, size_t len);
+CUDACACHE_API int cudacache_snapshot_json(int device, char* buf, size_t len);
+
+/* Parses "key:value,key:value" (same syntax as CUDACACHE_CONF, whose keys it overrides).
+ * Must be called before the first allocation; afterwards it fails with CUDACACHE_CONFIG. */
+CUDACACHE_API cudacache_status cudacache_configure(const char* config);
+/* Text listing every option, its default, its effective value and its documentation. */
+CUDACACHE_API const char* cudacache_config_help(void);
+
+/* Out-of-memory retry hooks. When an allocation still fails after the allocator has released
+ * its own cache, the hooks run in registration order, without any cudacache lock held (a hook
+ * may free memory through cudacache). A hook returns true to ask for another attempt. At most
+ * CUDACACHE_MAX_RETRY_ROUNDS rounds run; then the allocation fails. */
+#define CUDACACHE_MAX_RETRY_ROUNDS 4
+typedef struct cudacache_oom_context {
+  int device;
+  int round;                 /* 0 for the first round of hooks */
+  size_t requested_bytes;    /* as passed by the caller */
+  size_t allocated_bytes;    /* allocated_bytes.all.current */
+  size_t reserved_bytes;     /* reserved_bytes.all.current */
+  size_t device_free_bytes;  /* cudaMemGetInfo */
+  size_t device_total_bytes;
+  void* user_data;           /* as given at registration */
+} cudacache_oom_context;
+
+typedef bool (*cudacache_retry_hook)(const cudacache_oom_context* context);
+
+/* Returns a handle > 0, or -1 (hook is NULL). */
+CUDACACHE_API int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data);
+CUDACACHE_API cudacache_status cudacache_unregister_retry_hook(int handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDACACHE_H */

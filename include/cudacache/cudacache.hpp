@@ -1,0 +1,150 @@
+// cudacache C++ API (C++17). A thin layer over the C ABI in cudacache.h: the same allocator,
+// with exceptions, RAII and std::function hooks.
+#pragma once
+
+#include <cudacache/cudacache.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace cudacache {
+
+// One counter as PyTorch's memory_stats() reports it.
+struct Stat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+  std::int64_t allocated = 0;  // accumulated increases
+  std::int64_t freed = 0;      // accumulated decreases
+};
+
+enum StatPool : std::size_t { kAllPools = 0, kSmallPool = 1, kLargePool = 2, kNumStatPools = 3 };
+using StatArray = std::array<Stat, kNumStatPools>;  // indexed by StatPool
+
+// PyTorch's memory_stats() vocabulary, field for field. COUNT fields count blocks or segments,
+// BYTES fields sum sizes.
+struct MemoryStats {
+  static constexpr std::uint32_t kVersion = 1;
+  std::uint32_t version = kVersion;
+
+  StatArray allocation;            // COUNT: live allocations
+  StatArray segment;               // COUNT: cudaMalloc'd segments
+  StatArray active;                // COUNT: allocated or waiting for stream events
+  StatArray inactive_split;        // COUNT: free blocks inside partly used segments
+  StatArray allocated_bytes;       // BYTES: rounded sizes of live allocations
+  StatArray reserved_bytes;        // BYTES: segment sizes
+  StatArray active_bytes;          // BYTES
+  StatArray inactive_split_bytes;  // BYTES
+  StatArray requested_bytes;       // BYTES: sizes as requested, before rounding
+  Stat oversize_allocations;       // COUNT: live blocks >= max_split_size
+  Stat oversize_segments;          // COUNT: segments >= max_split_size
+
+  std::int64_t num_alloc_retries = 0;     // cudaMalloc retried after releasing the cache
+  std::int64_t num_ooms = 0;              // allocations that failed
+  std::int64_t num_sync_all_streams = 0;  // device synchronizations
+  std::int64_t num_device_alloc = 0;      // successful cudaMalloc calls
+  std::int64_t num_device_free = 0;       // cudaFree calls
+  std::int64_t max_split_size = 0;        // option value in bytes; -1 when unlimited (as PyTorch)
+};
+
+// Bad input or a failing CUDA runtime: the allocator state is unchanged.
+class CUDACACHE_API Error : public std::runtime_error {
+ public:
+  Error(cudacache_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  cudacache_status status() const noexcept { return status_; }
+
+ private:
+  cudacache_status status_;
+};
+
+// The facts of a failed allocation. fragmentation = 1 - largest_free_cached_block /
+// (reserved - allocated): 0 when the free cached memory is one block, near 1 when it is
+// scattered in small pieces (0 when nothing is cached).
+struct OomReport {
+  int device = 0;
+  std::size_t requested_bytes = 0;
+  std::size_t device_total_bytes = 0;
+  std::size_t device_free_bytes = 0;
+  std::size_t allocated_bytes = 0;
+  std::size_t reserved_bytes = 0;
+  std::size_t reserved_unallocated_bytes = 0;
+  std::size_t largest_free_cached_block = 0;
+  double fragmentation = 0.0;
+  bool fraction_cap_hit = false;  // per_process_memory_fraction refused the segment
+};
+
+class CUDACACHE_API OutOfMemoryError : public std::bad_alloc {
+ public:
+  OutOfMemoryError(OomReport report, std::string message)
+      : report_(report), message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+  const OomReport& report() const noexcept { return report_; }
+
+ private:
+  OomReport report_;
+  std::string message_;
+};
+
+using OomContext = cudacache_oom_context;
+using RetryHook = std::function<bool(const OomContext&)>;
+
+// Allocation on the current device. Size 0 returns nullptr.
+CUDACACHE_API void* allocate(std::size_t bytes, cudaStream_t stream = nullptr);
+CUDACACHE_API void* allocate(std::size_t bytes, int device, cudaStream_t stream);
+CUDACACHE_API void deallocate(void* ptr);  // nullptr: no-op
+CUDACACHE_API void record_stream(void* ptr, cudaStream_t stream);
+CUDACACHE_API void empty_cache();
+CUDACACHE_API MemoryStats memory_stats(int device = -1);
+CUDACACHE_API void reset_peak_memory_stats(int device = -1);
+CUDACACHE_API void reset_accumulated_memory_stats(int device = -1);
+CUDACACHE_API std::string memory_stats_json(int device = -1);
+CUDACACHE_API std::string snapshot_json(int device = -1);
+CUDACACHE_API void configure(const std::string& config);
+CUDACACHE_API int add_retry_hook(RetryHook hook);  // returns a handle for remove_retry_hook
+CUDACACHE_API void remove_retry_hook(int handle);
+
+// Move-only owner of one allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes, cudaStream_t stream = nullptr)
+      : ptr_(allocate(bytes, stream)), size_(bytes) {}
+  DeviceBuffer(std::size_t bytes, int device, cudaStream_t stream)
+      : ptr_(allocate(bytes, device, stream)), size_(bytes) {}
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { reset(); }
+
+  void reset() noexcept {
+    if (ptr_ != nullptr) {
+      cudacache_deallocate(ptr_);  // cannot fail for a pointer this object owns
+      ptr_ = nullptr;
+      size_ = 0;
+    }
+  }
+  void* get() const noexcept { return ptr_; }
+  std::size_t size() const noexcept { return size_; }
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace cudacache

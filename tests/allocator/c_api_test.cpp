@@ -1,0 +1,242 @@
+// The C ABI of libcudacache.so, bad input included. Each test runs in its own process
+// (gtest_discover_tests, one ctest test per case), so each starts with a fresh process-wide
+// allocator and fresh options: run them through ctest, not as one gtest binary.
+#include <cudacache/cudacache.h>
+
+#include <cudasim.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class CApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+  }
+  static std::string stats_json() {
+    const int needed = cudacache_memory_stats_json(0, nullptr, 0);
+    EXPECT_GT(needed, 0);
+    std::string text(static_cast<std::size_t>(needed) + 1, '\0');
+    EXPECT_EQ(cudacache_memory_stats_json(0, text.data(), text.size()), needed);
+    text.resize(static_cast<std::size_t>(needed));
+    return text;
+  }
+  // The allocator state that must not change on bad input.
+  static std::string state() {
+    const int needed = cudacache_snapshot_json(0, nullptr, 0);
+    std::string text(static_cast<std::size_t>(needed) + 1, '\0');
+    cudacache_snapshot_json(0, text.data(), text.size());
+    return stats_json() + text;
+  }
+};
+
+TEST_F(CApi, PluggableMallocAndFree) {
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(cudacache_memory_allocated(0), 1024u);
+  EXPECT_EQ(cudacache_memory_reserved(0), 2 * kMiB);
+  cudacache_free(p, 1000, 0, nullptr);
+  EXPECT_EQ(cudacache_memory_allocated(0), 0u);
+  EXPECT_EQ(cudacache_max_memory_allocated(0), 1024u);
+  EXPECT_EQ(cudacache_max_memory_reserved(0), 2 * kMiB);
+  EXPECT_EQ(cudacache_reset_peak_memory_stats(0), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_max_memory_allocated(0), 0u);
+  cudacache_empty_cache();
+  EXPECT_EQ(cudacache_memory_reserved(0), 0u);
+  cudasim_counters counters{};
+  ASSERT_EQ(cudasim_get_counters(0, &counters), 0);
+  EXPECT_EQ(counters.in_use_bytes, 0u);
+}
+
+TEST_F(CApi, CurrentDeviceIsMinusOne) {
+  void* p = nullptr;
+  ASSERT_EQ(cudacache_allocate(&p, 4096, -1, nullptr), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_memory_allocated(-1), 4096u);
+  EXPECT_EQ(cudacache_deallocate(p), CUDACACHE_OK);
+}
+
+TEST_F(CApi, SizeZeroIsNullAndFreeingNullIsANoOp) {
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cudacache_allocate(&p, 0, 0, nullptr), CUDACACHE_OK);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(cudacache_malloc(0, 0, nullptr), nullptr);
+  cudacache_free(nullptr, 0, 0, nullptr);
+  EXPECT_EQ(cudacache_deallocate(nullptr), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_memory_reserved(0), 0u);
+}
+
+TEST_F(CApi, BadInputIsRejectedWithoutStateChange) {
+  void* live = cudacache_malloc(5000, 0, nullptr);
+  ASSERT_NE(live, nullptr);
+  const std::string before = state();
+  void* out = nullptr;
+  int dummy = 0;
+  struct Case {
+    const char* what;
+    cudacache_status expected;
+    const char* message;
+    std::function<cudacache_status()> call;
+  };
+  const std::vector<Case> cases = {
+      {"SIZE_MAX", CUDACACHE_INVALID_ARGUMENT, "larger than the maximum",
+       [&] { return cudacache_allocate(&out, SIZE_MAX, 0, nullptr); }},
+      {"overflowing size", CUDACACHE_INVALID_ARGUMENT, "larger than the maximum",
+       [&] { return cudacache_allocate(&out, SIZE_MAX - 100, 0, nullptr); }},
+      {"NULL out", CUDACACHE_INVALID_ARGUMENT, "out is NULL",
+       [&] { return cudacache_allocate(nullptr, 64, 0, nullptr); }},
+      {"device 7", CUDACACHE_INVALID_DEVICE, "invalid device ordinal 7",
+       [&] { return cudacache_allocate(&out, 64, 7, nullptr); }},
+      {"device -2", CUDACACHE_INVALID_DEVICE, "invalid device ordinal -2",
+       [&] { return cudacache_allocate(&out, 64, -2, nullptr); }},
+      {"unknown pointer", CUDACACHE_UNKNOWN_POINTER, "did not allocate",
+       [&] { return cudacache_deallocate(&dummy); }},
+      {"interior pointer", CUDACACHE_UNKNOWN_POINTER, "did not allocate",
+       [&] { return cudacache_deallocate(static_cast<char*>(live) + 512); }},
+      {"record_stream unknown", CUDACACHE_UNKNOWN_POINTER, "record_stream",
+       [&] { return cudacache_record_stream(&dummy, nullptr); }},
+      {"bogus stream", CUDACACHE_INVALID_ARGUMENT, "not a valid CUDA stream",
+       [&] { return cudacache_allocate(&out, 64, 0, reinterpret_cast<cudaStream_t>(&dummy)); }},
+      {"unknown hook", CUDACACHE_INVALID_ARGUMENT, "unknown handle",
+       [&] { return cudacache_unregister_retry_hook(12345); }},
+      {"configure NULL", CUDACACHE_INVALID_ARGUMENT, "config is NULL",
+       [&] { return cudacache_configure(nullptr); }},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.call(), c.expected) << c.what;
+    EXPECT_NE(std::string(cudacache_last_error()).find(c.message), std::string::npos)
+        << c.what << ": " << cudacache_last_error();
+    EXPECT_EQ(out, nullptr) << c.what;
+    EXPECT_EQ(state(), before) << c.what;
+  }
+  EXPECT_EQ(cudacache_malloc(-1, 0, nullptr), nullptr);
+  EXPECT_NE(std::string(cudacache_last_error()).find("negative size"), std::string::npos);
+  EXPECT_EQ(state(), before);
+  EXPECT_EQ(cudacache_memory_stats_json(9, nullptr, 0), -1);
+  EXPECT_NE(std::string(cudacache_last_error()).find("invalid device"), std::string::npos);
+  EXPECT_EQ(cudacache_memory_allocated(9), 0u);
+  cudacache_free(live, 5000, 0, nullptr);
+}
+
+TEST_F(CApi, FreeWithWrongSizeAndDoubleFreeAreErrors) {
+  void* p = cudacache_malloc(5000, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  const std::string before = state();
+  cudacache_free(p, 4999, 0, nullptr);
+  EXPECT_NE(std::string(cudacache_last_error()).find("allocated with 5000 bytes"), std::string::npos)
+      << cudacache_last_error();
+  EXPECT_EQ(state(), before);
+  cudacache_free(p, -5, 0, nullptr);
+  EXPECT_NE(std::string(cudacache_last_error()).find("negative size"), std::string::npos);
+  EXPECT_EQ(state(), before);
+  cudacache_free(p, 5000, 0, nullptr);
+  EXPECT_EQ(cudacache_memory_allocated(0), 0u);
+  const std::string after = state();
+  cudacache_free(p, 5000, 0, nullptr);  // double free
+  EXPECT_NE(std::string(cudacache_last_error()).find("already freed"), std::string::npos)
+      << cudacache_last_error();
+  EXPECT_EQ(state(), after);
+  EXPECT_EQ(cudacache_deallocate(p), CUDACACHE_UNKNOWN_POINTER);
+}
+
+TEST_F(CApi, OutOfMemoryReturnsNullWithMessage) {
+  EXPECT_EQ(cudacache_malloc(static_cast<ssize_t>(std::size_t{256} << 30), 0, nullptr), nullptr);
+  EXPECT_NE(std::string(cudacache_last_error()).find("Tried to allocate 256.00 GiB"), std::string::npos);
+  void* p = nullptr;
+  EXPECT_EQ(cudacache_allocate(&p, std::size_t{256} << 30, 0, nullptr), CUDACACHE_OUT_OF_MEMORY);
+  EXPECT_NE(stats_json().find("\"num_ooms\":2"), std::string::npos);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  p = cudacache_malloc(1 << 20, 0, nullptr);
+  EXPECT_NE(p, nullptr);
+  cudacache_free(p, 1 << 20, 0, nullptr);
+}
+
+TEST_F(CApi, JsonIsSnprintfStyle) {
+  const std::string full = stats_json();
+  char small[16];
+  EXPECT_EQ(cudacache_memory_stats_json(0, small, sizeof small), static_cast<int>(full.size()));
+  EXPECT_EQ(std::string(small), full.substr(0, sizeof small - 1));
+  EXPECT_NE(full.find("\"allocated_bytes.all.current\":0"), std::string::npos);
+  const int needed = cudacache_snapshot_json(0, nullptr, 0);
+  std::string snapshot(static_cast<std::size_t>(needed) + 1, '\0');
+  EXPECT_EQ(cudacache_snapshot_json(0, snapshot.data(), snapshot.size()), needed);
+  EXPECT_EQ(snapshot.rfind("{\"segments\":[]", 0), 0u);
+}
+
+TEST_F(CApi, ConfigureBeforeFirstUseOnly) {
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:5"), CUDACACHE_CONFIG);
+  EXPECT_NE(std::string(cudacache_last_error()).find("max_split_size_mb"), std::string::npos);
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:64"), CUDACACHE_OK);
+  EXPECT_NE(std::string(cudacache_config_help()).find("max_split_size_mb = 64"), std::string::npos);
+  void* p = cudacache_malloc(100 << 20, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(stats_json().find("\"oversize_allocations.current\":1"), std::string::npos);
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:128"), CUDACACHE_CONFIG);
+  EXPECT_NE(std::string(cudacache_last_error()).find("before the first allocation"), std::string::npos);
+  cudacache_free(p, 100 << 20, 0, nullptr);
+}
+
+TEST_F(CApi, EnvironmentIsReadAtFirstUseAndConfigureOverridesIt) {
+  ASSERT_EQ(setenv("CUDACACHE_CONF", "max_split_size_mb:32,record_history:5", 1), 0);
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:64"), CUDACACHE_OK);
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  const std::string json = stats_json();
+  EXPECT_NE(json.find("\"max_split_size\":67108864"), std::string::npos) << json;
+  const std::string help = cudacache_config_help();
+  EXPECT_NE(help.find("record_history = 5"), std::string::npos) << help;
+  cudacache_free(p, 1000, 0, nullptr);
+}
+
+TEST_F(CApi, BadEnvironmentFailsEveryCallWithTheReason) {
+  ASSERT_EQ(setenv("CUDACACHE_CONF", "max_split_size_mb:4", 1), 0);
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cudacache_allocate(&p, 4096, 0, nullptr), CUDACACHE_CONFIG);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_NE(std::string(cudacache_last_error()).find("'4' for max_split_size_mb"), std::string::npos)
+      << cudacache_last_error();
+  EXPECT_EQ(cudacache_malloc(4096, 0, nullptr), nullptr);
+  EXPECT_EQ(cudacache_memory_stats_json(0, nullptr, 0), -1);
+  EXPECT_NE(std::string(cudacache_config_help()).find("Valid keys"), std::string::npos);
+  cudasim_counters counters{};
+  ASSERT_EQ(cudasim_get_counters(0, &counters), 0);
+  EXPECT_EQ(counters.mallocs, 0u);
+}
+
+bool free_everything(const cudacache_oom_context* context) {
+  auto* held = static_cast<std::vector<void*>*>(context->user_data);
+  for (void* p : *held) cudacache_deallocate(p);
+  held->clear();
+  cudacache_empty_cache();
+  return true;
+}
+
+TEST_F(CApi, RetryHookCanFreeThroughTheApi) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  std::vector<void*> held;
+  for (int i = 0; i < 3; ++i) held.push_back(cudacache_malloc(16 << 20, 0, nullptr));
+  const int handle = cudacache_register_retry_hook(free_everything, &held);
+  ASSERT_GT(handle, 0);
+  void* big = cudacache_malloc(40 << 20, 0, nullptr);
+  EXPECT_NE(big, nullptr) << cudacache_last_error();
+  EXPECT_TRUE(held.empty());
+  EXPECT_EQ(cudacache_unregister_retry_hook(handle), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_register_retry_hook(nullptr, nullptr), -1);
+  cudacache_free(big, 40 << 20, 0, nullptr);
+}
+
+TEST_F(CApi, StatusStrings) {
+  EXPECT_STREQ(cudacache_status_string(CUDACACHE_OK), "CUDACACHE_OK");
+  EXPECT_STREQ(cudacache_status_string(CUDACACHE_OUT_OF_MEMORY), "CUDACACHE_OUT_OF_MEMORY");
+  EXPECT_STREQ(cudacache_status_string(CUDACACHE_UNKNOWN_POINTER), "CUDACACHE_UNKNOWN_POINTER");
+  EXPECT_STREQ(cudacache_status_string(CUDACACHE_CONFIG), "CUDACACHE_CONFIG");
+}
+
+}  // namespace

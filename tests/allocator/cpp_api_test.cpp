@@ -1,0 +1,127 @@
+// The C++ API, compiled as C++17 to check that the public header is C++17.
+#include <cudacache/cudacache.hpp>
+
+#include <cudasim.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+static_assert(__cplusplus == 201703L, "this test checks the public header as C++17");
+static_assert(!std::is_copy_constructible_v<cudacache::DeviceBuffer>);
+static_assert(std::is_nothrow_move_constructible_v<cudacache::DeviceBuffer>);
+static_assert(std::is_base_of_v<std::bad_alloc, cudacache::OutOfMemoryError>);
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class CppApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+  }
+};
+
+TEST_F(CppApi, DeviceBufferIsRaiiAndMoveOnly) {
+  {
+    cudacache::DeviceBuffer a(3 * kMiB);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a.size(), 3 * kMiB);
+    EXPECT_EQ(cudacache::memory_stats().allocated_bytes[cudacache::kAllPools].current,
+              static_cast<std::int64_t>(3 * kMiB));
+    cudacache::DeviceBuffer b(std::move(a));
+    EXPECT_FALSE(a);  // NOLINT(bugprone-use-after-move): moved-from state is specified
+    EXPECT_TRUE(b);
+    cudacache::DeviceBuffer c;
+    c = std::move(b);
+    EXPECT_TRUE(c);
+    EXPECT_EQ(cudacache::memory_stats().allocation[cudacache::kAllPools].current, 1);
+  }
+  EXPECT_EQ(cudacache::memory_stats().allocation[cudacache::kAllPools].current, 0);
+}
+
+TEST_F(CppApi, AllocateDeallocateAndStats) {
+  void* p = cudacache::allocate(1000);
+  void* q = cudacache::allocate(1000, 0, nullptr);
+  EXPECT_NE(p, q);
+  cudacache::MemoryStats stats = cudacache::memory_stats(0);
+  EXPECT_EQ(stats.version, cudacache::MemoryStats::kVersion);
+  EXPECT_EQ(stats.allocated_bytes[cudacache::kSmallPool].current, 2048);
+  EXPECT_EQ(stats.requested_bytes[cudacache::kAllPools].current, 2000);
+  cudacache::deallocate(p);
+  cudacache::deallocate(q);
+  cudacache::deallocate(nullptr);
+  EXPECT_EQ(cudacache::allocate(0), nullptr);
+  cudacache::reset_peak_memory_stats();
+  cudacache::reset_accumulated_memory_stats();
+  stats = cudacache::memory_stats();
+  EXPECT_EQ(stats.allocated_bytes[cudacache::kAllPools].peak, 0);
+  EXPECT_EQ(stats.num_device_alloc, 0);
+  EXPECT_NE(cudacache::memory_stats_json().find("\"reserved_bytes.all.current\":2097152"),
+            std::string::npos);
+  EXPECT_NE(cudacache::snapshot_json().find("\"segment_type\":\"small\""), std::string::npos);
+  cudacache::empty_cache();
+  EXPECT_EQ(cudacache::memory_stats().reserved_bytes[cudacache::kAllPools].current, 0);
+}
+
+TEST_F(CppApi, ErrorsAreTyped) {
+  int local = 0;
+  try {
+    cudacache::deallocate(&local);
+    FAIL() << "no exception";
+  } catch (const cudacache::Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_UNKNOWN_POINTER);
+  }
+  EXPECT_THROW(cudacache::allocate(64, 5, nullptr), cudacache::Error);
+  EXPECT_THROW(cudacache::allocate(SIZE_MAX), cudacache::Error);
+  EXPECT_THROW(cudacache::configure("nonsense:1"), cudacache::Error);
+  EXPECT_THROW(cudacache::remove_retry_hook(999), cudacache::Error);
+  try {
+    cudacache::DeviceBuffer huge(std::size_t{256} << 30);
+    FAIL() << "no exception";
+  } catch (const cudacache::OutOfMemoryError& error) {
+    EXPECT_EQ(error.report().requested_bytes, std::size_t{256} << 30);
+    EXPECT_NE(std::string(error.what()).find("256.00 GiB"), std::string::npos);
+  }
+  cudacache::DeviceBuffer fine(kMiB);  // the allocator keeps working
+  EXPECT_TRUE(fine);
+}
+
+TEST_F(CppApi, RetryHookAsStdFunction) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  auto hog = std::make_unique<cudacache::DeviceBuffer>(50 * kMiB);
+  int calls = 0;
+  const int handle = cudacache::add_retry_hook([&](const cudacache::OomContext& context) {
+    ++calls;
+    EXPECT_EQ(context.requested_bytes, 30 * kMiB);
+    hog.reset();
+    cudacache::empty_cache();
+    return true;
+  });
+  cudacache::DeviceBuffer wanted(30 * kMiB);
+  EXPECT_TRUE(wanted);
+  EXPECT_EQ(calls, 1);
+  cudacache::remove_retry_hook(handle);
+}
+
+TEST_F(CppApi, RecordStream) {
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  void* p = cudacache::allocate(4096);
+  cudacache::record_stream(p, side);
+  ASSERT_EQ(cudasim_hold_stream(side), 0);
+  cudacache::deallocate(p);
+  void* q = cudacache::allocate(4096);
+  EXPECT_NE(p, q);
+  ASSERT_EQ(cudasim_release_stream(side), 0);
+  cudacache::deallocate(q);
+  int local = 0;
+  EXPECT_THROW(cudacache::record_stream(&local, side), cudacache::Error);
+  cudaStreamDestroy(side);
+}
+
+}  // namespace

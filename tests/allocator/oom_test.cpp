@@ -1,0 +1,260 @@
+// The out-of-memory ladder: cache release steps, the search after release, retry hooks,
+// the report, and that the allocator keeps working afterwards.
+#include "oom_report.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+using testing::allocated;
+using testing::reserved;
+using testing::sim_counters;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+class OomTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    ASSERT_EQ(cudasim_set_capacity(0, 256 * kMiB), 0);
+  }
+};
+
+TEST(OomReport, FormatsSizesLikePyTorch) {
+  EXPECT_EQ(format_size(0), "0 bytes");
+  EXPECT_EQ(format_size(1024), "1024 bytes");
+  EXPECT_EQ(format_size(1025), "1.00 KiB");
+  EXPECT_EQ(format_size(1536 * 1024), "1.50 MiB");
+  EXPECT_EQ(format_size(256 * kGiB), "256.00 GiB");
+}
+
+TEST(OomReport, FragmentationDefinition) {
+  EXPECT_DOUBLE_EQ(fragmentation(100, 100, 0), 0.0);
+  EXPECT_DOUBLE_EQ(fragmentation(100, 60, 40), 0.0);
+  EXPECT_DOUBLE_EQ(fragmentation(100, 60, 10), 0.75);
+}
+
+TEST_F(OomTest, FailedCudaMallocReleasesCacheAndRetries) {
+  DeviceAllocator allocator(0, Options{});
+  // Fill the cache with free 12 MiB segments on a side stream: they cannot serve stream 0.
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 12; ++i) blocks.push_back(allocator.allocate(12 * kMiB, side));
+  for (void* p : blocks) allocator.deallocate(p);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(12 * 12 * kMiB));
+  // 150 MiB does not fit next to 144 MiB of cache in 256 MiB: the cache is released.
+  void* big = allocator.allocate(150 * kMiB, nullptr);
+  ASSERT_NE(big, nullptr);
+  const MemoryStats s = allocator.stats();
+  EXPECT_EQ(s.num_alloc_retries, 1);
+  EXPECT_EQ(s.num_ooms, 0);
+  EXPECT_EQ(s.num_sync_all_streams, 1);
+  EXPECT_EQ(s.num_device_free, 12);
+  EXPECT_EQ(reserved(s), static_cast<std::int64_t>(150 * kMiB));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "stale error after a failed cudaMalloc";
+  allocator.deallocate(big);
+  cudaStreamDestroy(side);
+}
+
+TEST_F(OomTest, OversizeBlocksAreReleasedFirst) {
+  DeviceAllocator allocator(0, Options("max_split_size_mb:40"));
+  void* a = allocator.allocate(160 * kMiB, nullptr);
+  void* b = allocator.allocate(60 * kMiB, nullptr);
+  allocator.deallocate(a);  // oversize and 60 MiB larger than the next request: not reused
+  void* c = allocator.allocate(100 * kMiB, nullptr);
+  ASSERT_NE(c, nullptr);
+  const MemoryStats s = allocator.stats();
+  EXPECT_EQ(s.num_alloc_retries, 0) << "the oversize step alone should have sufficed";
+  EXPECT_EQ(s.num_sync_all_streams, 0);
+  EXPECT_EQ(s.num_device_free, 1);
+  allocator.deallocate(b);
+  allocator.deallocate(c);
+}
+
+TEST_F(OomTest, InjectedFailureIsRetriedTransparently) {
+  DeviceAllocator allocator(0, Options{});
+  ASSERT_EQ(cudasim_fail_nth_allocation(0, 1), 0);
+  void* p = allocator.allocate(4 * kMiB, nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(allocator.stats().num_ooms, 0);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  allocator.deallocate(p);
+}
+
+TEST_F(OomTest, HugeRequestThrowsWithAFullReportAndTheAllocatorKeepsWorking) {
+  DeviceAllocator allocator(0, Options{});
+  void* live = allocator.allocate(10 * kMiB, nullptr);
+  const MemoryStats before = allocator.stats();
+  try {
+    allocator.allocate(256 * kGiB, nullptr);
+    FAIL() << "no exception";
+  } catch (const OutOfMemoryError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("Tried to allocate 256.00 GiB"), std::string::npos) << message;
+    EXPECT_NE(message.find("device 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("total capacity of 256.00 MiB"), std::string::npos) << message;
+    EXPECT_NE(message.find("10.00 MiB is allocated"), std::string::npos) << message;
+    EXPECT_NE(message.find("fragmentation"), std::string::npos) << message;
+    EXPECT_EQ(error.report().requested_bytes, 256 * kGiB);
+    EXPECT_EQ(error.report().device_total_bytes, 256 * kMiB);
+    EXPECT_EQ(error.report().allocated_bytes, 10 * kMiB);
+    const std::bad_alloc& base = error;  // catchable as std::bad_alloc
+    EXPECT_STREQ(base.what(), error.what());
+  }
+  const MemoryStats after = allocator.stats();
+  EXPECT_EQ(after.num_ooms, 1);
+  EXPECT_EQ(allocated(after), allocated(before));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  void* more = allocator.allocate(64 * kMiB, nullptr);
+  ASSERT_NE(more, nullptr);
+  allocator.deallocate(more);
+  allocator.deallocate(live);
+  EXPECT_EQ(allocated(allocator.stats()), 0);
+}
+
+TEST_F(OomTest, FragmentedCacheIsReportedWithASuggestion) {
+  DeviceAllocator allocator(0, Options{});
+  allocator.deallocate(allocator.allocate(200 * kMiB, nullptr));  // one 200 MiB segment
+  std::vector<void*> pieces;
+  for (int i = 0; i < 10; ++i) pieces.push_back(allocator.allocate(20 * kMiB, nullptr));
+  for (std::size_t i = 0; i < pieces.size(); i += 2) allocator.deallocate(pieces[i]);
+  // 100 MiB free in five separate 20 MiB holes; 56 MiB left on the device.
+  try {
+    allocator.allocate(60 * kMiB, nullptr);
+    FAIL() << "no exception";
+  } catch (const OutOfMemoryError& error) {
+    const OomReport& report = error.report();
+    EXPECT_EQ(report.reserved_unallocated_bytes, 100 * kMiB);
+    EXPECT_EQ(report.largest_free_cached_block, 20 * kMiB);
+    EXPECT_DOUBLE_EQ(report.fragmentation, 0.8);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("fragmentation 0.80"), std::string::npos) << message;
+    EXPECT_NE(message.find("max_split_size_mb:60"), std::string::npos) << message;
+    EXPECT_NE(message.find("expandable segments"), std::string::npos) << message;
+  }
+  const MemoryStats s = allocator.stats();
+  EXPECT_EQ(s.num_ooms, 1);
+  EXPECT_EQ(s.num_alloc_retries, 1);
+  EXPECT_EQ(allocated(s), static_cast<std::int64_t>(100 * kMiB));
+  for (std::size_t i = 1; i < pieces.size(); i += 2) allocator.deallocate(pieces[i]);
+  void* whole = allocator.allocate(180 * kMiB, nullptr);  // the holes merged back
+  EXPECT_EQ(whole, pieces[0]);
+  allocator.deallocate(whole);
+}
+
+TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
+  // PyTorch issue 189504: a block that becomes free only while the ladder waits for stream
+  // events is not looked at again by PyTorch, which reports OOM; cudacache serves from it.
+  ASSERT_EQ(cudasim_set_capacity(0, 200 * kMiB), 0);
+  DeviceAllocator allocator(0, Options{});
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  allocator.deallocate(allocator.allocate(120 * kMiB, nullptr));  // one 120 MiB segment
+  void* b = allocator.allocate(60 * kMiB, nullptr);
+  void* c = allocator.allocate(50 * kMiB, nullptr);
+  void* d = allocator.allocate(10 * kMiB, nullptr);  // keeps the segment split
+  ASSERT_EQ(allocator.stats().num_device_alloc, 1);
+  allocator.record_stream(b, side);
+  ASSERT_EQ(cudasim_hold_stream(side), 0);
+  allocator.deallocate(b);  // pending on side
+  allocator.deallocate(c);  // 50 MiB free, cannot merge with pending b
+  std::thread releaser([side] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cudasim_release_stream(side);
+  });
+  void* e = allocator.allocate(100 * kMiB, nullptr);  // cudaMalloc fails; b+c = 110 MiB fits
+  releaser.join();
+  EXPECT_EQ(e, b);
+  const MemoryStats s = allocator.stats();
+  EXPECT_EQ(s.num_alloc_retries, 1);
+  EXPECT_EQ(s.num_sync_all_streams, 1);
+  EXPECT_EQ(s.num_ooms, 0);
+  EXPECT_EQ(s.num_device_alloc, 1);
+  allocator.deallocate(e);
+  allocator.deallocate(d);
+  cudaStreamDestroy(side);
+}
+
+TEST_F(OomTest, FractionCapIsAnOutOfMemoryError) {
+  DeviceAllocator allocator(0, Options("per_process_memory_fraction:0.25"));  // 64 MiB
+  void* a = allocator.allocate(40 * kMiB, nullptr);
+  try {
+    allocator.allocate(30 * kMiB, nullptr);
+    FAIL() << "no exception";
+  } catch (const OutOfMemoryError& error) {
+    EXPECT_TRUE(error.report().fraction_cap_hit);
+    EXPECT_NE(std::string(error.what()).find("per_process_memory_fraction"), std::string::npos);
+  }
+  EXPECT_LE(sim_counters().in_use_bytes, 64 * kMiB);
+  void* b = allocator.allocate(20 * kMiB, nullptr);
+  allocator.deallocate(a);
+  allocator.deallocate(b);
+}
+
+TEST_F(OomTest, GarbageCollectionFreesOldCachedBlocksBeforeTheCap) {
+  DeviceAllocator allocator(0,
+                            Options("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5"));
+  // Allowed: 128 MiB; GC starts above 64 MiB reserved.
+  void* a = allocator.allocate(40 * kMiB, nullptr);
+  void* b = allocator.allocate(30 * kMiB, nullptr);
+  allocator.deallocate(a);
+  allocator.deallocate(b);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(70 * kMiB));
+  void* c = allocator.allocate(50 * kMiB, nullptr);  // no fit: GC runs before cudaMalloc
+  const MemoryStats s = allocator.stats();
+  EXPECT_GE(s.num_device_free, 1);
+  EXPECT_EQ(s.num_alloc_retries, 0);
+  EXPECT_LE(reserved(s), static_cast<std::int64_t>(128 * kMiB));
+  allocator.deallocate(c);
+}
+
+TEST_F(OomTest, RetryHooksRunInOrderAndMayFreeMemory) {
+  DeviceAllocator allocator(0, Options{});
+  void* hog = allocator.allocate(200 * kMiB, nullptr);
+  std::vector<int> calls;
+  allocator.retry_hooks().add([&](const OomContext& context) {
+    calls.push_back(1);
+    EXPECT_EQ(context.requested_bytes, 100 * kMiB);
+    EXPECT_EQ(context.device, 0);
+    EXPECT_EQ(context.allocated_bytes, 200 * kMiB);
+    return false;
+  });
+  allocator.retry_hooks().add([&](const OomContext& context) {
+    calls.push_back(2);
+    if (context.round == 0) {
+      allocator.deallocate(hog);  // the lock is not held while hooks run
+      allocator.empty_cache();
+      return true;
+    }
+    return false;
+  });
+  void* p = allocator.allocate(100 * kMiB, nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(calls, (std::vector<int>{1, 2}));
+  EXPECT_EQ(allocator.stats().num_ooms, 0);
+  allocator.deallocate(p);
+}
+
+TEST_F(OomTest, RetryHooksAreBounded) {
+  DeviceAllocator allocator(0, Options{});
+  int calls = 0;
+  allocator.retry_hooks().add([&](const OomContext&) {
+    ++calls;
+    return true;  // always asks again, never frees anything
+  });
+  EXPECT_THROW(allocator.allocate(300 * kMiB, nullptr), OutOfMemoryError);
+  EXPECT_EQ(calls, CUDACACHE_MAX_RETRY_ROUNDS);
+  EXPECT_EQ(allocator.stats().num_ooms, 1);
+}
+
+}  // namespace
+}  // namespace cudacache

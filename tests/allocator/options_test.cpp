@@ -1,0 +1,141 @@
+#include "options.h"
+#include "size_policy.h"
+
+#include <cudacache/cudacache.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace cudacache {
+namespace {
+
+std::string config_error(const std::string& config) {
+  try {
+    Options options(config);
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_CONFIG);
+    return error.what();
+  }
+  ADD_FAILURE() << "no error for \"" << config << "\"";
+  return {};
+}
+
+void expect_lists_keys(const std::string& message) {
+  for (const char* key : {"max_split_size_mb", "roundup_power2_divisions",
+                          "garbage_collection_threshold", "per_process_memory_fraction",
+                          "expandable_segments", "record_history"}) {
+    EXPECT_NE(message.find(key), std::string::npos) << message;
+  }
+}
+
+TEST(Options, DefaultsArePyTorchs) {
+  const Options options;
+  EXPECT_EQ(options.max_split_size(), SIZE_MAX);
+  EXPECT_EQ(options.roundup_power2_divisions.for_size(5 << 20), 0u);
+  EXPECT_FALSE(options.per_process_memory_fraction.is_set());
+  EXPECT_EQ(options.garbage_collection_threshold.value, 0.0);
+  EXPECT_FALSE(options.expandable_segments.enabled);
+  EXPECT_EQ(options.record_history.max_entries, 0u);
+  EXPECT_EQ(Options("").max_split_size(), SIZE_MAX);
+}
+
+TEST(Options, ParsesEveryKey) {
+  const Options options(
+      "max_split_size_mb:64, roundup_power2_divisions:4,garbage_collection_threshold:0.6,"
+      "per_process_memory_fraction:0.5,expandable_segments:False,record_history:1000");
+  EXPECT_EQ(options.max_split_size(), std::size_t{64} << 20);
+  EXPECT_EQ(options.roundup_power2_divisions.for_size(1), 4u);
+  EXPECT_EQ(options.roundup_power2_divisions.for_size(std::size_t{1} << 40), 4u);
+  EXPECT_DOUBLE_EQ(options.garbage_collection_threshold.value, 0.6);
+  EXPECT_DOUBLE_EQ(options.per_process_memory_fraction.value, 0.5);
+  EXPECT_EQ(options.record_history.max_entries, 1000u);
+}
+
+TEST(Options, RoundupTableFollowsPyTorch) {
+  const Options options("roundup_power2_divisions:[256:1,512:2,>:8]");
+  const RoundupDivisions& table = options.roundup_power2_divisions;
+  EXPECT_EQ(table.for_size(1 << 20), 1u);                      // below the first boundary
+  EXPECT_EQ(table.for_size(std::size_t{300} << 20), 1u);       // [256 MiB, 512 MiB)
+  EXPECT_EQ(table.for_size(std::size_t{600} << 20), 2u);       // [512 MiB, 1 GiB)
+  EXPECT_EQ(table.for_size(std::size_t{2} << 30), 8u);         // above: ">"
+  EXPECT_EQ(table.for_size(std::size_t{100} << 30), 8u);
+}
+
+TEST(Options, LaterKeysOverrideEarlierOnes) {
+  Options options("max_split_size_mb:100");
+  options.apply("max_split_size_mb:200");
+  EXPECT_EQ(options.max_split_size(), std::size_t{200} << 20);
+}
+
+TEST(Options, ConfigStringRoundTrips) {
+  const Options options("max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,>:8],"
+                        "per_process_memory_fraction:0.25,record_history:7");
+  const Options again(options.to_config_string());
+  EXPECT_EQ(again.to_config_string(), options.to_config_string());
+  EXPECT_EQ(again.max_split_size(), options.max_split_size());
+  EXPECT_EQ(again.roundup_power2_divisions.divisions, options.roundup_power2_divisions.divisions);
+}
+
+TEST(Options, DescribeDocumentsEveryOption) {
+  const std::string text = Options("max_split_size_mb:64").describe();
+  expect_lists_keys(text);
+  EXPECT_NE(text.find("max_split_size_mb = 64 (default unlimited)"), std::string::npos) << text;
+  EXPECT_NE(text.find("not supported yet"), std::string::npos);
+  EXPECT_NE(text.find("does not record history yet"), std::string::npos);
+}
+
+TEST(Options, UnknownKeyIsNamedWithValidKeys) {
+  const std::string message = config_error("max_split_size_mb:64,garbage_colection:0.5");
+  EXPECT_NE(message.find("unknown key 'garbage_colection'"), std::string::npos) << message;
+  expect_lists_keys(message);
+}
+
+TEST(Options, MalformedValuesNameKeyAndValue) {
+  struct Case {
+    const char* config;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"max_split_size_mb:19", "'19' for max_split_size_mb"},
+      {"max_split_size_mb:abc", "'abc' for max_split_size_mb"},
+      {"max_split_size_mb:-5", "'-5' for max_split_size_mb"},
+      {"max_split_size_mb:64MB", "'64MB' for max_split_size_mb"},
+      {"max_split_size_mb:", "'' for max_split_size_mb"},
+      {"roundup_power2_divisions:3", "'3' for roundup_power2_divisions"},
+      {"roundup_power2_divisions:0", "'0' for roundup_power2_divisions"},
+      {"roundup_power2_divisions:[256:3]", "for roundup_power2_divisions"},
+      {"roundup_power2_divisions:[300:2]", "for roundup_power2_divisions"},
+      {"roundup_power2_divisions:[256:2", "unbalanced '['"},
+      {"roundup_power2_divisions:[256]", "for roundup_power2_divisions"},
+      {"garbage_collection_threshold:0", "'0' for garbage_collection_threshold"},
+      {"garbage_collection_threshold:1", "'1' for garbage_collection_threshold"},
+      {"garbage_collection_threshold:1.5", "'1.5' for garbage_collection_threshold"},
+      {"per_process_memory_fraction:1.01", "'1.01' for per_process_memory_fraction"},
+      {"per_process_memory_fraction:-0.1", "'-0.1' for per_process_memory_fraction"},
+      {"expandable_segments:yes", "'yes' for expandable_segments"},
+      {"record_history:-1", "'-1' for record_history"},
+      {"max_split_size_mb", "has no ':value'"},
+      {"max_split_size_mb:64,,record_history:1", "empty entry"},
+      {"]", "unbalanced ']'"},
+  };
+  for (const Case& c : cases) {
+    const std::string message = config_error(c.config);
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.config << " -> " << message;
+    expect_lists_keys(message);
+  }
+}
+
+TEST(Options, ExpandableSegmentsTrueIsAClearError) {
+  const std::string message = config_error("expandable_segments:True");
+  EXPECT_NE(message.find("expandable_segments is not supported yet"), std::string::npos) << message;
+}
+
+TEST(Options, FailedApplyLeavesOptionsUnchanged) {
+  Options options("max_split_size_mb:64");
+  EXPECT_THROW(options.apply("max_split_size_mb:128,bogus:1"), Error);
+  EXPECT_EQ(options.max_split_size(), std::size_t{64} << 20);
+}
+
+}  // namespace
+}  // namespace cudacache

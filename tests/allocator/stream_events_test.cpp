@@ -1,0 +1,113 @@
+// record_stream: a block freed while another stream still uses it is reused only after that
+// stream's work completes. cudasim_hold_stream makes "still running" deterministic.
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+namespace cudacache {
+namespace {
+
+class StreamEventsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    ASSERT_EQ(cudaStreamCreate(&compute_), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&copy_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (copy_ != nullptr) cudaStreamDestroy(copy_);
+    if (compute_ != nullptr) cudaStreamDestroy(compute_);
+  }
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t copy_ = nullptr;
+};
+
+TEST_F(StreamEventsTest, BlockWaitsForTheRecordedStream) {
+  DeviceAllocator allocator(0, Options{});
+  void* a = allocator.allocate(4096, compute_);
+  allocator.record_stream(a, copy_);
+  ASSERT_EQ(cudasim_hold_stream(copy_), 0);
+  allocator.deallocate(a);
+  MemoryStats stats = allocator.stats();
+  EXPECT_EQ(stats.allocation[kAllPools].current, 0);
+  EXPECT_EQ(stats.active[kAllPools].current, 1);  // pending, still active
+  EXPECT_EQ(stats.active_bytes[kAllPools].current, 4096);
+
+  void* b = allocator.allocate(4096, compute_);
+  EXPECT_NE(b, a) << "reused while copy_ may still read it";
+
+  ASSERT_EQ(cudasim_release_stream(copy_), 0);
+  void* c = allocator.allocate(4096, compute_);  // polls events first: a is free again
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(allocator.stats().num_device_alloc, 1);
+  allocator.deallocate(b);
+  allocator.deallocate(c);
+  EXPECT_EQ(allocator.stats().active[kAllPools].current, 0);
+}
+
+TEST_F(StreamEventsTest, RecordingTheAllocationStreamIsANoOp) {
+  DeviceAllocator allocator(0, Options{});
+  void* a = allocator.allocate(4096, compute_);
+  allocator.record_stream(a, compute_);
+  ASSERT_EQ(cudasim_hold_stream(compute_), 0);
+  allocator.deallocate(a);  // no event: stream order protects same-stream reuse
+  void* b = allocator.allocate(4096, compute_);
+  EXPECT_EQ(b, a);
+  ASSERT_EQ(cudasim_release_stream(compute_), 0);
+  allocator.deallocate(b);
+}
+
+TEST_F(StreamEventsTest, PendingBlockDoesNotMergeUntilComplete) {
+  DeviceAllocator allocator(0, Options{});
+  void* a = allocator.allocate(4096, compute_);
+  void* b = allocator.allocate(4096, compute_);
+  allocator.record_stream(b, copy_);
+  ASSERT_EQ(cudasim_hold_stream(copy_), 0);
+  allocator.deallocate(b);
+  allocator.deallocate(a);
+  // a merged with the free tail? b sits between them, pending: three blocks remain.
+  EXPECT_EQ(allocator.snapshot().segments.at(0).blocks.size(), 3u);
+  ASSERT_EQ(cudasim_release_stream(copy_), 0);
+  void* c = allocator.allocate(512, compute_);  // processes the event: everything merges
+  allocator.deallocate(c);
+  EXPECT_EQ(allocator.snapshot().segments.at(0).blocks.size(), 1u);
+  EXPECT_EQ(allocator.stats().inactive_split[kAllPools].current, 0);
+}
+
+TEST_F(StreamEventsTest, EmptyCacheWaitsForPendingBlocks) {
+  DeviceAllocator allocator(0, Options{});
+  void* a = allocator.allocate(4096, compute_);
+  allocator.record_stream(a, copy_);
+  allocator.deallocate(a);  // copy_ not held: the event completes at once
+  allocator.empty_cache();
+  EXPECT_EQ(allocator.stats().reserved_bytes[kAllPools].current, 0);
+  EXPECT_EQ(testing::sim_counters().in_use_bytes, 0u);
+}
+
+TEST_F(StreamEventsTest, StreamOfAnotherDeviceIsRejected) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs CUDASIM_DEVICES >= 2";
+  cudaStream_t foreign = nullptr;
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&foreign), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    DeviceAllocator allocator(0, Options{});
+    try {
+      allocator.allocate(4096, foreign);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.status(), CUDACACHE_INVALID_DEVICE);
+      EXPECT_NE(std::string(error.what()).find("belongs to device 1"), std::string::npos);
+    }
+    void* a = allocator.allocate(4096, compute_);
+    EXPECT_THROW(allocator.record_stream(a, foreign), Error);
+    EXPECT_EQ(allocator.stats().num_device_alloc, 1);
+    allocator.deallocate(a);
+  }
+  cudaStreamDestroy(foreign);
+}
+
+}  // namespace
+}  // namespace cudacache

@@ -1,0 +1,235 @@
+// cudacache-replay as a user runs it: exit codes, messages, files it writes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "json_test_reader.h"
+#include "pickle_builder.h"
+#include "trace_csv.h"
+
+namespace cudacache::replay {
+namespace {
+
+using testing::Json;
+using testing::JsonReader;
+
+struct ToolRun {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+ToolRun run_tool(const std::string& arguments, const std::string& environment = "") {
+  const std::string command = environment + " '" CUDACACHE_REPLAY_EXE "' " + arguments + " 2>&1";
+  ToolRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+// A file in a folder of this test's own, removed at the end.
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("cudacache_replay_cli_" + std::string(info->name()) + "_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& content) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::filesystem::path dir_;
+};
+
+const char* const kSmallTrace =
+    "op,id,size,stream\nalloc,0,2621440,0\nalloc,1,1048576,0\nfree,0,2621440,0\nfree,1,1048576,0\n";
+
+TEST_F(Cli, HelpDescribesTheTool) {
+  const ToolRun run = run_tool("--help");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.output.find("usage: cudacache-replay"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--min-capacity"), std::string::npos);
+}
+
+TEST_F(Cli, BadOptionIsExitTwoWithAMessage) {
+  const ToolRun run = run_tool("--bogus");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("unknown option '--bogus'"), std::string::npos) << run.output;
+}
+
+TEST_F(Cli, BadValuesAreExitTwo) {
+  EXPECT_EQ(run_tool("--allocators nocache,tcmalloc").exit_code, 2);
+  EXPECT_NE(run_tool("--allocators tcmalloc").output.find("unknown allocator 'tcmalloc'"),
+            std::string::npos);
+  EXPECT_NE(run_tool("--capacity 12XB").output.find("invalid size suffix"), std::string::npos);
+  EXPECT_NE(run_tool("--json").output.find("--json needs a value"), std::string::npos);
+  EXPECT_NE(run_tool("--convert x.pickle").output.find("--convert needs -o"), std::string::npos);
+}
+
+TEST_F(Cli, MissingFileIsAClearError) {
+  const ToolRun run = run_tool("--allocators nocache " + path("absent.csv"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(path("absent.csv") + ": cannot open file"), std::string::npos)
+      << run.output;
+}
+
+TEST_F(Cli, MalformedTraceNamesFileAndLine) {
+  const std::string csv = write("bad.csv", "op,id,size,stream\nalloc,0,5,0\nfree,0,6,0\n");
+  const ToolRun run = run_tool("--allocators nocache " + csv);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(csv + ":3: free of id 0 with size 6"), std::string::npos) << run.output;
+}
+
+TEST_F(Cli, JsonCarriesEveryFigure) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run =
+      run_tool("--allocators nocache,cub --min-capacity --json " + path("out.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("== small"), std::string::npos) << run.output;
+  const Json root = JsonReader(read_file_bytes(path("out.json"))).read();
+  const Json& trace = root.at("traces").array.at(0);
+  EXPECT_EQ(trace.at("name").text, "small");
+  EXPECT_EQ(trace.at("events").number, 4);
+  EXPECT_EQ(trace.at("peak_requested_bytes").number, 3670016);
+  const auto& results = trace.at("results").array;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].at("allocator").text, "nocache");
+  EXPECT_EQ(results[0].at("peak_reserved_bytes").number, 3670016);
+  EXPECT_EQ(results[0].at("min_capacity_bytes").number, 4 << 20);
+  EXPECT_EQ(results[0].at("device_mallocs").number, 2);
+  EXPECT_EQ(results[0].at("device_frees").number, 2);
+  EXPECT_FALSE(results[0].at("oom").boolean);
+  EXPECT_EQ(results[1].at("allocator").text, "cub");
+  EXPECT_EQ(results[1].at("min_capacity_bytes").number, 6 << 20);
+  for (const Json& result : results) {
+    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes", "min_capacity_bytes",
+                            "device_mallocs", "device_frees", "oom", "seconds"}) {
+      EXPECT_TRUE(result.has(key)) << key;
+    }
+    EXPECT_EQ(result.at("seconds").type, Json::Type::kNumber);
+  }
+}
+
+TEST_F(Cli, CapacityCausesAnOomThatIsReportedNotFatal) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run =
+      run_tool("--allocators nocache --capacity 3MiB --json " + path("out.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("event 2/4"), std::string::npos) << run.output;
+  const Json result = JsonReader(read_file_bytes(path("out.json")))
+                          .read()
+                          .at("traces")
+                          .array.at(0)
+                          .at("results")
+                          .array.at(0);
+  EXPECT_TRUE(result.at("oom").boolean);
+  EXPECT_EQ(result.at("oom_event_index").number, 1);
+  EXPECT_EQ(result.at("capacity_bytes").number, 3 << 20);
+}
+
+TEST_F(Cli, ConvertsASnapshotAndReplaysPicklesDirectly) {
+  const std::string snapshot =
+      write("snap.pickle",
+            testing::make_snapshot_pickle(
+                {{"alloc", 0x1000, 1000}, {"free_completed", 0x1000, 1000}, {"alloc", 0x2000, 300}},
+                {{0x2000, 0, {{0x2000, 300}, {0x9000, 77}}}}));
+  const ToolRun convert = run_tool("--convert " + snapshot + " -o " + path("snap.csv"));
+  ASSERT_EQ(convert.exit_code, 0) << convert.output;
+  EXPECT_EQ(read_file_bytes(path("snap.csv")),
+            "op,id,size,stream\nalloc,0,77,0\nalloc,1,1000,0\nfree,1,1000,0\nalloc,2,300,0\n");
+  // The pickle itself is a trace too, even under another name (told by its first byte).
+  const std::string renamed = write("snap.data", read_file_bytes(snapshot));
+  const ToolRun replay =
+      run_tool("--allocators nocache --json " + path("out.json") + " " + renamed);
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  const Json trace = JsonReader(read_file_bytes(path("out.json"))).read().at("traces").array.at(0);
+  EXPECT_EQ(trace.at("name").text, "snap");
+  EXPECT_EQ(trace.at("peak_requested_bytes").number, 1077);
+}
+
+TEST_F(Cli, ConvertsARealSnapshotToItsCsv) {
+  const std::string traces = CUDACACHE_TRACES_DIR;
+  const std::string pickle = traces + "/raw/dit_text_diffusion_train_oom.pickle";
+  if (!std::filesystem::exists(pickle)) GTEST_SKIP() << "traces not found in " << traces;
+  const ToolRun run = run_tool("--convert " + pickle + " -o " + path("dit.csv"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("871 rows (0 prelude"), std::string::npos) << run.output;
+  EXPECT_TRUE(read_file_bytes(path("dit.csv")) ==
+              read_file_bytes(traces + "/dit_text_diffusion_train_oom.csv"));
+}
+
+TEST_F(Cli, APickleNameWithoutAPickleIsAnError) {
+  const std::string fake = write("fake.pickle", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache " + fake);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(fake + ": byte offset 0: not a snapshot pickle"), std::string::npos)
+      << run.output;
+}
+
+TEST_F(Cli, HostilePickleIsRefusedWithItsOffset) {
+  // os.system("id"), as a malicious pickle would spell it.
+  constexpr char kEvil[] = "\x80\x04\x63os\nsystem\n\x8c\x02id\x85R.";
+  const std::string evil = write("evil.pickle", std::string(kEvil, sizeof kEvil - 1));
+  const ToolRun run = run_tool("--convert " + evil + " -o " + path("out.csv"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(evil + ": byte offset 2: unexpected type: opcode GLOBAL"),
+            std::string::npos)
+      << run.output;
+  EXPECT_FALSE(std::filesystem::exists(path("out.csv")));
+}
+
+TEST_F(Cli, SyntheticWorkloadWithoutTraces) {
+  const ToolRun run =
+      run_tool("--allocators nocache,cub --synthetic layers:2,hidden:64,seq:16,batch:2,vocab:100");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("synthetic: transformer training (2 layers, hidden 64"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("nocache"), std::string::npos);
+  EXPECT_NE(run.output.find("cub"), std::string::npos);
+}
+
+// Without cudasim on LD_LIBRARY_PATH the tool re-executes itself onto it...
+TEST_F(Cli, FindsCudasimByItself) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache --json " + path("out.json") + " " + csv,
+                               "env -u LD_LIBRARY_PATH");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("not running on cudasim"), std::string::npos) << run.output;
+  const Json result = JsonReader(read_file_bytes(path("out.json")))
+                          .read()
+                          .at("traces")
+                          .array.at(0)
+                          .at("results")
+                          .array.at(0);
+  EXPECT_EQ(result.at("device_mallocs").number, 2);
+}
+
+// ...and with --real-gpu it stays on NVIDIA's runtime, where a device cannot be resized.
+TEST_F(Cli, RealGpuRefusesCapacityOptions) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  ToolRun run = run_tool("--real-gpu --capacity 1GiB " + csv, "env -u LD_LIBRARY_PATH");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("--capacity needs the simulated runtime (cudasim)"), std::string::npos)
+      << run.output;
+  run = run_tool("--real-gpu --min-capacity " + csv, "env -u LD_LIBRARY_PATH");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("--min-capacity needs the simulated runtime"), std::string::npos)
+      << run.output;
+}
+
+}  // namespace
+}  // namespace cudacache::replay

@@ -1,0 +1,96 @@
+#include "report.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "json_test_reader.h"
+#include "trace_csv.h"
+
+namespace cudacache::replay {
+namespace {
+
+using testing::Json;
+using testing::JsonReader;
+
+TraceReport sample_report() {
+  TraceReport report = TraceReport::describe(parse_trace_csv(
+      "op,id,size,stream\nalloc,0,1000,0\nalloc,1,24,1\nfree,0,1000,0\nempty_cache,,,\n",
+      "a\"b.csv"));
+  ReplayResult found;
+  found.allocator = "cub";
+  found.peak_allocated_bytes = 4608;
+  found.peak_reserved_bytes = 4608;
+  found.device_peak_bytes = 4608;
+  found.device_mallocs = 2;
+  found.device_frees = 1;
+  found.events_replayed = 4;
+  found.seconds = 0.5;
+  found.min_capacity_bytes = 2 << 20;
+  ReplayResult failed;
+  failed.allocator = "nocache";
+  failed.oom = true;
+  failed.oom_event = 1;
+  failed.oom_message = "cudaMalloc(24) failed";
+  failed.events_replayed = 2;
+  report.min_capacity_searched = true;
+  report.results = {found, failed};
+  return report;
+}
+
+TEST(Report, JsonHasThePromisedShape) {
+  std::ostringstream out;
+  write_json({sample_report()}, out);
+  const Json root = JsonReader(out.str()).read();
+  ASSERT_EQ(root.at("traces").array.size(), 1u);
+  const Json& trace = root.at("traces").array[0];
+  EXPECT_EQ(trace.at("name").text, "a\"b.csv");
+  EXPECT_EQ(trace.at("events").number, 4);
+  EXPECT_EQ(trace.at("peak_requested_bytes").number, 1024);
+  EXPECT_EQ(trace.at("streams").number, 2);
+  EXPECT_EQ(trace.at("empty_cache_calls").number, 1);
+  const auto& results = trace.at("results").array;
+  ASSERT_EQ(results.size(), 2u);
+  const Json& cub = results[0];
+  EXPECT_EQ(cub.at("allocator").text, "cub");
+  EXPECT_EQ(cub.at("peak_allocated_bytes").number, 4608);
+  EXPECT_EQ(cub.at("peak_reserved_bytes").number, 4608);
+  EXPECT_EQ(cub.at("min_capacity_bytes").number, 2 << 20);
+  EXPECT_EQ(cub.at("device_mallocs").number, 2);
+  EXPECT_EQ(cub.at("device_frees").number, 1);
+  EXPECT_EQ(cub.at("oom").type, Json::Type::kBool);
+  EXPECT_FALSE(cub.at("oom").boolean);
+  EXPECT_EQ(cub.at("seconds").number, 0.5);
+  EXPECT_EQ(cub.at("events_per_second").number, 8);
+  EXPECT_DOUBLE_EQ(cub.at("reserved_over_requested").number, 4.5);
+  const Json& nocache = results[1];
+  EXPECT_TRUE(nocache.at("oom").boolean);
+  EXPECT_EQ(nocache.at("oom_event_index").number, 1);
+  // Figures that were not measured are null, never zero.
+  EXPECT_EQ(nocache.at("peak_reserved_bytes").type, Json::Type::kNull);
+  EXPECT_EQ(nocache.at("min_capacity_bytes").type, Json::Type::kNull);
+  EXPECT_EQ(nocache.at("device_mallocs").type, Json::Type::kNull);
+}
+
+TEST(Report, TableShowsEveryAllocatorAndTheOom) {
+  std::ostringstream out;
+  print_table(sample_report(), out);
+  const std::string table = out.str();
+  EXPECT_NE(table.find("== a\"b"), std::string::npos) << table;
+  EXPECT_NE(table.find("peak requested 1.00 KiB (1024 B)"), std::string::npos) << table;
+  EXPECT_NE(table.find("min capacity"), std::string::npos) << table;
+  EXPECT_NE(table.find("4.500"), std::string::npos) << table;  // reserved/requested of cub
+  EXPECT_NE(table.find("event 2/4"), std::string::npos) << table;
+  EXPECT_NE(table.find("nocache ran out of memory: cudaMalloc(24) failed"), std::string::npos)
+      << table;
+}
+
+TEST(Report, FormatsBytes) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(23374118352ull), "21.77 GiB");
+}
+
+}  // namespace
+}  // namespace cudacache::replay

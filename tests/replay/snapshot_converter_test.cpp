@@ -1,0 +1,214 @@
+#include "snapshot_converter.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "pickle_builder.h"
+#include "pickle_reader.h"
+#include "trace_csv.h"
+
+namespace cudacache::replay {
+namespace {
+
+using testing::make_snapshot_pickle;
+using testing::SnapshotEvent;
+using testing::SnapshotSegment;
+
+SnapshotConversion convert_bytes(const std::string& bytes, int device = 0) {
+  return convert_snapshot(*parse_pickle(bytes, "s.pickle"), device, "s.pickle");
+}
+
+std::string csv_of(const Trace& trace) {
+  std::ostringstream out;
+  write_trace_csv(trace, out);
+  return out.str();
+}
+
+TEST(SnapshotConverter, AppliesEveryRule) {
+  const std::vector<SnapshotEvent> events{
+      {"alloc", 0x1000, 100},
+      {"free_requested", 0x1000, 100},  // ignored: the trace has free_completed events
+      {"free_completed", 0x1000, 100},
+      {"free_completed", 0x9000, 64},  // allocated before recording: prelude row
+      {"alloc", 0x2000, 300, 0xabc},
+      {"segment_alloc", 0x20000, 2 << 20},
+      {"segment_free", 0x20000, 2 << 20},
+      {"oom", 0, 1 << 30},
+      {"alloc", 0x3000, 50, 0xdef},
+      {"alloc", 0x3000, 60, 0xdef},  // no free in between: the newest is closed next
+      {"free_completed", 0x3000, 60, 0xdef},
+  };
+  const std::vector<SnapshotSegment> segments{
+      {0x2000,
+       0,
+       {{0x2000, 300},
+        {0x5000, 1000},
+        {0x6000, 5, "inactive"},
+        {0x7000, 7, "active_pending_free"}}},
+      {0x8000, 0x777, {{0x8000, 8}}},
+  };
+  const SnapshotConversion conversion = convert_bytes(make_snapshot_pickle(events, segments));
+  EXPECT_EQ(csv_of(conversion.trace),
+            "op,id,size,stream\n"
+            "alloc,0,64,0\n"    // freed in the trace, in order of those frees
+            "alloc,1,1000,0\n"  // live at the dump, in segment order; 0x2000 is open in the trace
+            "alloc,2,7,0\n"     // active_pending_free is still live; inactive is not
+            "alloc,3,8,1\n"     // stream 0x777 is used first, by a prelude row
+            "alloc,4,100,0\n"
+            "free,4,100,0\n"
+            "free,0,64,0\n"
+            "alloc,5,300,2\n"
+            "alloc,6,50,3\n"
+            "alloc,7,60,3\n"
+            "free,7,60,3\n");
+  EXPECT_EQ(conversion.free_action, "free_completed");
+  EXPECT_EQ(conversion.prelude_rows, 4u);
+  EXPECT_EQ(conversion.prelude_freed_in_trace, 1u);
+  EXPECT_EQ(conversion.prelude_live_at_dump, 3u);
+  EXPECT_EQ(conversion.segment_release_events, 1u);
+  EXPECT_EQ(conversion.oom_events, 1u);
+  EXPECT_EQ(conversion.realloc_without_free, 1u);
+  EXPECT_EQ(conversion.open_at_end_not_in_segments, 1u);  // the 50 bytes at 0x3000
+  // The 64-byte prelude block is freed before the 300, 50 and 60 byte allocations.
+  EXPECT_EQ(conversion.trace.peak_requested_bytes, 1000u + 7 + 8 + 300 + 50 + 60);
+}
+
+TEST(SnapshotConverter, FallsBackToFreeRequested) {
+  const SnapshotConversion conversion = convert_bytes(
+      make_snapshot_pickle({{"alloc", 0x1000, 10}, {"free_requested", 0x1000, 10}}, {}));
+  EXPECT_EQ(conversion.free_action, "free_requested");
+  EXPECT_EQ(csv_of(conversion.trace), "op,id,size,stream\nalloc,0,10,0\nfree,0,10,0\n");
+}
+
+TEST(SnapshotConverter, AFreeRepeatsItsAllocSize) {
+  const SnapshotConversion conversion = convert_bytes(
+      make_snapshot_pickle({{"alloc", 0x1000, 10}, {"free_completed", 0x1000, 12}}, {}));
+  EXPECT_EQ(conversion.alloc_free_size_mismatches, 1u);
+  EXPECT_EQ(csv_of(conversion.trace), "op,id,size,stream\nalloc,0,10,0\nfree,0,10,0\n");
+}
+
+std::string conversion_error(const std::string& bytes, int device = 0) {
+  try {
+    convert_bytes(bytes, device);
+  } catch (const TraceError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST(SnapshotConverter, WrongTopLevelType) {
+  testing::PickleBuilder b;
+  b.empty_list().stop();
+  const std::string message = conversion_error(b.bytes());
+  EXPECT_NE(message.find("s.pickle: top level: wrong top-level type"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("got list"), std::string::npos) << message;
+}
+
+TEST(SnapshotConverter, MissingKeysAndDevices) {
+  testing::PickleBuilder b;
+  b.empty_dict().stop();
+  EXPECT_NE(conversion_error(b.bytes()).find("missing key 'device_traces'"), std::string::npos);
+  const std::string snapshot = make_snapshot_pickle({{"alloc", 1, 2}}, {});
+  EXPECT_NE(conversion_error(snapshot, 1).find("no trace for device 1 (the snapshot has 1)"),
+            std::string::npos);
+}
+
+TEST(SnapshotConverter, BadEventFieldNamesTheEvent) {
+  testing::PickleBuilder b;
+  b.empty_dict()
+      .mark()
+      .str("segments")
+      .empty_list()
+      .str("device_traces")
+      .empty_list()
+      .mark()
+      .empty_list()
+      .mark();
+  b.empty_dict().mark().key_str("action", "alloc").key_str("addr", "oops").set_items();
+  b.appends().appends().set_items().stop();
+  const std::string message = conversion_error(b.bytes());
+  EXPECT_NE(message.find("device_traces[0][0]: 'addr' is a str, expected an int"),
+            std::string::npos)
+      << message;
+}
+
+// The real traces: each raw pickle must convert to its CSV byte for byte.
+class RealTraceConversion : public ::testing::TestWithParam<const char*> {};
+
+std::string meta_field(const std::string& meta, const std::string& key) {
+  std::smatch match;
+  const std::regex pattern("\"" + key + "\": (-?[0-9]+)");
+  return std::regex_search(meta, match, pattern) ? match[1].str() : "(absent)";
+}
+
+TEST_P(RealTraceConversion, MatchesTheCsvByteForByte) {
+  const std::filesystem::path dir = CUDACACHE_TRACES_DIR;
+  const std::string name = GetParam();
+  if (!std::filesystem::exists(dir / "raw" / (name + ".pickle"))) {
+    GTEST_SKIP() << "traces not found in " << dir << " (set CUDACACHE_TRACES_DIR)";
+  }
+  const std::string meta = read_file_bytes((dir / (name + ".meta.json")).string());
+  const int device = std::stoi(meta_field(meta, "device"));
+  const SnapshotConversion conversion =
+      convert_snapshot_file((dir / "raw" / (name + ".pickle")).string(), device);
+  const std::string expected = read_file_bytes((dir / (name + ".csv")).string());
+  const std::string actual = csv_of(conversion.trace);
+  EXPECT_EQ(actual.size(), expected.size());
+  EXPECT_TRUE(actual == expected) << "conversion of " << name << " differs from its CSV";
+  EXPECT_EQ(conversion.trace.name, name);
+  EXPECT_EQ(std::to_string(conversion.prelude_rows), meta_field(meta, "prelude_rows"));
+  EXPECT_EQ(std::to_string(conversion.prelude_freed_in_trace),
+            meta_field(meta, "prelude_freed_in_trace"));
+  EXPECT_EQ(std::to_string(conversion.prelude_live_at_dump),
+            meta_field(meta, "prelude_live_at_dump"));
+  EXPECT_EQ(std::to_string(conversion.segment_release_events),
+            meta_field(meta, "segment_release_events"));
+  EXPECT_EQ(std::to_string(conversion.oom_events), meta_field(meta, "oom_events"));
+  EXPECT_EQ(std::to_string(conversion.realloc_without_free),
+            meta_field(meta, "realloc_without_free"));
+  EXPECT_EQ(std::to_string(conversion.alloc_free_size_mismatches),
+            meta_field(meta, "alloc_free_size_mismatches"));
+  EXPECT_EQ(std::to_string(conversion.open_at_end_not_in_segments),
+            meta_field(meta, "open_at_end_not_in_segments"));
+  EXPECT_EQ(std::to_string(conversion.trace.peak_requested_bytes),
+            meta_field(meta, "peak_allocated_requested_bytes"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Traces, RealTraceConversion,
+    ::testing::Values("bert_large_inference", "cs336_2.7b_forward", "cs336_lm_nothanmin",
+                      "cs336_medium_ctx512_train_step", "cs336_small_ctx128_bs1_train_step",
+                      "decomfl_zo_federated_opt_finetune", "dit_text_diffusion_train_oom",
+                      "eor_latent_cnn_counterfactuals", "gcn_codegraph_train_gpu0",
+                      "nca3d_inference_cholec", "qwen7b_layerwise_sparse_quant_calibration"),
+    [](const auto& param_info) {
+      std::string name = param_info.param;
+      for (char& c : name)
+        if (c == '.') c = '_';
+      return name;
+    });
+
+TEST(RealTraceTruncation, CutSnapshotsFailWithAnOffset) {
+  const std::filesystem::path path =
+      std::filesystem::path(CUDACACHE_TRACES_DIR) / "raw" / "dit_text_diffusion_train_oom.pickle";
+  if (!std::filesystem::exists(path))
+    GTEST_SKIP() << "traces not found in " << CUDACACHE_TRACES_DIR;
+  const std::string bytes = read_file_bytes(path.string());
+  for (std::size_t length : {std::size_t{1}, std::size_t{11}, bytes.size() / 3, bytes.size() - 1}) {
+    try {
+      parse_pickle(std::string_view(bytes).substr(0, length), "cut.pickle");
+      ADD_FAILURE() << "no error at length " << length;
+    } catch (const PickleError& error) {
+      EXPECT_NE(std::string(error.what()).find("cut.pickle: byte offset "), std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find("truncated"), std::string::npos) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cudacache::replay

@@ -1,0 +1,153 @@
+#include "trace_csv.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace cudacache::replay {
+namespace {
+
+constexpr const char* kSource = "t.csv";
+
+// Parses `text` expecting a TraceError whose message contains every one of `parts`.
+void expect_error(const std::string& text, std::initializer_list<std::string> parts) {
+  try {
+    parse_trace_csv(text, kSource);
+    FAIL() << "no error for:\n" << text;
+  } catch (const TraceError& error) {
+    const std::string message = error.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << message;
+  }
+}
+
+TEST(TraceCsv, ParsesEventsSlotsStreamsAndPeak) {
+  const Trace trace = parse_trace_csv(
+      "op,id,size,stream\n"
+      "alloc,7,100,0\n"
+      "alloc,3,50,2\n"
+      "free,7,100,0\n"
+      "empty_cache,,,\n"
+      "alloc,7,30,1\n"
+      "free,3,50,2\n",
+      kSource);
+  ASSERT_EQ(trace.events.size(), 6u);
+  EXPECT_EQ(trace.alloc_count, 3u);
+  EXPECT_EQ(trace.stream_count, 3u);
+  EXPECT_EQ(trace.empty_cache_count, 1u);
+  EXPECT_EQ(trace.peak_requested_bytes, 150u);
+  EXPECT_EQ(trace.events[0].slot, 0u);
+  EXPECT_EQ(trace.events[1].slot, 1u);
+  EXPECT_EQ(trace.events[2].slot, 0u);  // frees the first alloc of id 7
+  EXPECT_EQ(trace.events[3].op, TraceOp::kEmptyCache);
+  EXPECT_EQ(trace.events[4].slot, 2u);  // id 7 again: a new allocation
+  EXPECT_EQ(trace.events[5].slot, 1u);
+  EXPECT_EQ(trace.events[1].stream, 2u);
+}
+
+TEST(TraceCsv, AcceptsCrLfAndAMissingFinalNewline) {
+  const Trace trace = parse_trace_csv("op,id,size,stream\r\nalloc,0,8,0\r\nfree,0,8,0", kSource);
+  EXPECT_EQ(trace.events.size(), 2u);
+  EXPECT_EQ(trace.peak_requested_bytes, 8u);
+}
+
+TEST(TraceCsv, WriteThenParseIsTheSameTrace) {
+  const std::string text =
+      "op,id,size,stream\nalloc,0,1,0\nalloc,1,18446744073709551615,1\nempty_cache,,,\nfree,0,1,"
+      "0\n";
+  const Trace trace = parse_trace_csv(text, kSource);
+  std::ostringstream out;
+  write_trace_csv(trace, out);
+  EXPECT_EQ(out.str(), text);
+}
+
+TEST(TraceCsv, BadHeader) {
+  expect_error("op,id,bytes,stream\nalloc,0,1,0\n", {"t.csv:1:", "bad header"});
+}
+
+TEST(TraceCsv, EmptyFile) { expect_error("", {"t.csv:1:", "empty file"}); }
+
+TEST(TraceCsv, UnknownOp) {
+  expect_error("op,id,size,stream\nalloc,0,1,0\nmalloc,1,1,0\n",
+               {"t.csv:3:", "unknown op 'malloc'"});
+}
+
+TEST(TraceCsv, NonNumericSize) {
+  expect_error("op,id,size,stream\nalloc,0,12x,0\n", {"t.csv:2:", "non-numeric size '12x'"});
+}
+
+TEST(TraceCsv, NegativeSize) {
+  expect_error("op,id,size,stream\nalloc,0,-5,0\n", {"t.csv:2:", "negative size"});
+}
+
+TEST(TraceCsv, NonNumericId) {
+  expect_error("op,id,size,stream\nalloc,a,5,0\n", {"t.csv:2:", "non-numeric id"});
+}
+
+TEST(TraceCsv, SizeOverflow) {
+  expect_error("op,id,size,stream\nalloc,0,18446744073709551616,0\n", {"t.csv:2:", "too large"});
+}
+
+TEST(TraceCsv, FreeOfUnknownId) {
+  expect_error("op,id,size,stream\nalloc,0,5,0\nfree,1,5,0\n",
+               {"t.csv:3:", "free of id 1", "not live"});
+}
+
+TEST(TraceCsv, DoubleFree) {
+  expect_error("op,id,size,stream\nalloc,0,5,0\nfree,0,5,0\nfree,0,5,0\n",
+               {"t.csv:4:", "not live"});
+}
+
+TEST(TraceCsv, AllocOfLiveId) {
+  expect_error("op,id,size,stream\nalloc,4,5,0\nalloc,4,6,0\n",
+               {"t.csv:3:", "alloc of id 4", "already live"});
+}
+
+TEST(TraceCsv, FreeSizeDiffersFromAlloc) {
+  expect_error("op,id,size,stream\nalloc,0,5,0\nfree,0,6,0\n",
+               {"t.csv:3:", "size 6", "allocated with size 5"});
+}
+
+TEST(TraceCsv, TruncatedLine) {
+  expect_error("op,id,size,stream\nalloc,0,5,0\nalloc,1,5",
+               {"t.csv:3:", "truncated line", "3 of 4 fields"});
+  expect_error("op,id,size,stream\nalloc,0,5,\n", {"t.csv:2:", "missing stream"});
+}
+
+TEST(TraceCsv, TooManyFields) {
+  expect_error("op,id,size,stream\nalloc,0,5,0,9\n", {"t.csv:2:", "too many fields"});
+}
+
+TEST(TraceCsv, EmptyLineInside) {
+  expect_error("op,id,size,stream\n\nalloc,0,5,0\n", {"t.csv:2:", "empty line"});
+}
+
+TEST(TraceCsv, EmptyCacheWithFields) {
+  expect_error("op,id,size,stream\nempty_cache,1,,\n", {"t.csv:2:", "empty_cache"});
+}
+
+TEST(TraceCsv, AbsurdStreamNumber) {
+  expect_error("op,id,size,stream\nalloc,0,5,5000\n", {"t.csv:2:", "stream 5000"});
+}
+
+TEST(TraceCsv, MissingFileNamesThePath) {
+  try {
+    read_trace_csv("/nonexistent/dir/trace.csv");
+    FAIL();
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/dir/trace.csv: cannot open"),
+              std::string::npos);
+  }
+}
+
+TEST(TraceCsv, FileIsNamedAfterItsStem) {
+  const auto path = std::filesystem::temp_directory_path() / "replay_test_named_trace.csv";
+  std::ofstream(path) << "op,id,size,stream\nalloc,0,5,0\n";
+  EXPECT_EQ(read_trace_csv(path.string()).name, "replay_test_named_trace");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace cudacache::replay

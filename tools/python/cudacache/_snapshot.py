@@ -1,0 +1,82 @@
+"""Allocator snapshots in the schema of torch.cuda.memory._snapshot().
+
+{"segments": [segment, ...], "device_traces": [[trace entry, ...] per device]}, plain dicts,
+lists, str, int and bool, so that PyTorch's tools (torch.cuda._memory_viz, pytorch.org/memory_viz)
+read them as they read PyTorch's own.
+"""
+
+import ctypes
+import pickle
+
+from . import _library
+from ._device import device_index
+from ._errors import CudacacheError
+from ._memory import read_json
+
+# The protocol of the pickle dump_snapshot() writes. PyTorch's _dump_snapshot uses Python's
+# default, which is 4 up to Python 3.13 and 5 from 3.14; the JavaScript unpickler of
+# pytorch.org/memory_viz (torch/utils/viz/MemoryViz.js) accepts protocols 2 to 4 only, so the
+# protocol is pinned to 4.
+PICKLE_PROTOCOL = 4
+
+
+def device_count():
+    """Number of CUDA devices the runtime that libcudacache uses reports (0 on failure)."""
+    count = ctypes.c_int(0)
+    status = _library.get().cudart().cudaGetDeviceCount(ctypes.byref(count))
+    return count.value if status == 0 else 0
+
+
+def _device_snapshot(lib, device):
+    return read_json(lambda buffer, length: lib.cudacache_snapshot_json(device, buffer, length))
+
+
+def _with_frames(entries):
+    # The C allocator records no Python stacks; PyTorch's readers expect the key.
+    for entry in entries:
+        entry.setdefault("frames", [])
+    return entries
+
+
+def snapshot(device=None):
+    """A snapshot of every device (like torch.cuda.memory._snapshot()), or of one device.
+
+    Segments are ordered by (device, address); blocks of a segment by address, so that they tile
+    the segment as PyTorch's visualizer assumes. device_traces has one list per device.
+    """
+    lib = _library.get()
+    devices = [device_index(device)] if device is not None else range(max(device_count(), 1))
+    segments = []
+    traces = []
+    for index in devices:
+        document = _device_snapshot(lib, index)
+        if not isinstance(document, dict) or "segments" not in document:
+            raise CudacacheError(f"cudacache_snapshot_json({index}) returned no 'segments'")
+        for segment in document["segments"]:
+            segment.setdefault("frames", [])
+            segment["blocks"] = _with_frames(sorted(segment.get("blocks", []),
+                                                    key=lambda block: block["address"]))
+            segments.append(segment)
+        device_traces = document.get("device_traces", [])
+        if len(device_traces) > max(index, 0) and len(device_traces) > 1:
+            traces.append(_with_frames(device_traces[index]))
+        else:
+            traces.append(_with_frames(device_traces[0]) if device_traces else [])
+    segments.sort(key=lambda segment: (segment.get("device", 0), segment["address"]))
+    return {"segments": segments, "device_traces": traces}
+
+
+def memory_snapshot():
+    """The segments of every device, like torch.cuda.memory_snapshot()."""
+    return snapshot()["segments"]
+
+
+def dump_snapshot(path="dump_snapshot.pickle"):
+    """Writes snapshot() as a pickle that pytorch.org/memory_viz and torch.cuda._memory_viz open.
+
+    Same default file name as torch.cuda.memory._dump_snapshot. Returns the snapshot written.
+    """
+    data = snapshot()
+    with open(path, "wb") as file:
+        pickle.dump(data, file, protocol=PICKLE_PROTOCOL)
+    return data

@@ -1,0 +1,346 @@
+"""Use cudacache as PyTorch's CUDA allocator, and answer torch.cuda's memory functions from it.
+
+    import cudacache.torch
+    cudacache.torch.install()            # before the first CUDA tensor
+    x = torch.empty(1 << 20, device="cuda")
+    torch.cuda.memory_allocated()         # answered by cudacache
+
+install() registers libcudacache through PyTorch's CUDAPluggableAllocator (its C ABI
+cudacache_malloc / cudacache_free). That interface gives PyTorch no statistics, snapshots or
+empty_cache (with a pluggable allocator they raise "CUDAPluggableAllocator does not yet
+support ..." or do nothing), so install() also replaces those torch.cuda functions with
+cudacache's (PATCHED_FUNCTIONS); patch=False or CUDACACHE_TORCH_PATCH=0 leaves torch alone.
+
+Out of memory. The pluggable C ABI has no way to raise: cudacache_malloc returns NULL, and
+PyTorch does not check it (torch/csrc/cuda/CUDAPluggableAllocator.cpp). The allocation
+"succeeds" with a tensor whose storage pointer is 0 (no exception, num_ooms grows,
+cudacache_last_error() holds the allocator's message); the first kernel that touches that tensor
+is expected to fail with "an illegal memory access was encountered", after which the process's
+CUDA context is unusable. To get an exception instead:
+
+    with cudacache.torch.raise_on_oom():   # raises cudacache.torch.OutOfMemoryError
+        x = torch.empty(n, device="cuda")  # before anything reads or writes x
+
+or check_allocation(tensor) right after an allocation. cudacache.torch.OutOfMemoryError is a
+subclass of both torch.OutOfMemoryError and cudacache.OutOfMemoryError, so existing
+`except torch.OutOfMemoryError` handlers catch it. convert_oom(error) turns a RuntimeError
+that PyTorch raised for an out-of-memory into it, with the allocator's message.
+
+Importing this module does not import torch; every function imports it when called.
+"""
+
+import contextlib
+import os
+import threading
+
+from . import _library, _memory, _snapshot
+from ._errors import CudacacheError
+from ._errors import OutOfMemoryError as _CudacacheOutOfMemoryError
+
+ALLOC_SYMBOL = "cudacache_malloc"
+FREE_SYMBOL = "cudacache_free"
+ENV_PATCH = "CUDACACHE_TORCH_PATCH"
+
+TOO_LATE_MESSAGE = (
+    "cudacache.torch.install() must run before PyTorch initializes CUDA (before the first CUDA "
+    "tensor, torch.cuda.current_device(), torch.cuda.memory_reserved(), ...): PyTorch's own "
+    "allocator is already initialized and PyTorch cannot swap an initialized allocator. Call "
+    "install() right after `import torch`, at the top of the program.")
+
+# Functions replaced by install(patch=True), present under these names in both torch.cuda and
+# torch.cuda.memory. The rest of torch.cuda (memory_summary, memory_cached, ...) calls these
+# through the torch.cuda.memory module and so answers from cudacache too.
+PATCHED_FUNCTIONS = (
+    "memory_allocated",
+    "memory_reserved",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "memory_stats",
+    "memory_stats_as_nested_dict",
+    "empty_cache",
+    "memory_snapshot",
+)
+# Replaced in torch.cuda.memory only (private there, absent from torch.cuda).
+PATCHED_PRIVATE_FUNCTIONS = ("_snapshot", "_dump_snapshot")
+# torch.Tensor.record_stream is wrapped: PyTorch's pluggable allocator drops record_stream
+# (it has no hook for it), so without this a block used on a second stream could be reused
+# while that stream still works on it.
+
+
+class InstallError(CudacacheError):
+    """install() cannot register cudacache with this PyTorch process."""
+
+
+_lock = threading.RLock()
+_allocator = None  # the CUDAPluggableAllocator registered by install()
+_patches = {}  # (module or class, name) -> original attribute, or _INHERITED
+_INHERITED = object()
+_out_of_memory_error_class = None
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as error:
+        raise ImportError("cudacache.torch needs PyTorch 2.x (import torch failed)") from error
+    return torch
+
+
+def _cuda_initialized(torch):
+    # PyTorch initializes its caching allocator while it initializes CUDA (torch.cuda._lazy_init),
+    # which every CUDA tensor, stream or stats query triggers.
+    return bool(torch.cuda.is_initialized())
+
+
+def install(conf=None, patch=True):
+    """Makes cudacache PyTorch's CUDA allocator; call it before the first CUDA tensor.
+
+    conf: a configuration string applied first ("max_split_size_mb:128,..."), or None.
+    patch: also make torch.cuda's memory functions answer from cudacache (see
+    PATCHED_FUNCTIONS); the environment variable CUDACACHE_TORCH_PATCH=0 turns it off too.
+
+    Returns the torch.cuda.memory.CUDAPluggableAllocator. Calling it again is a no-op (it
+    applies the patches if they were not applied). Raises InstallError when CUDA is already
+    initialized, LibraryNotFoundError when libcudacache.so is not found, ValueError for a bad
+    conf.
+    """
+    torch = _import_torch()
+    global _allocator
+    with _lock:
+        if _allocator is None:
+            memory = torch.cuda.memory
+            missing = [name for name in ("CUDAPluggableAllocator", "change_current_allocator")
+                       if not hasattr(memory, name)]
+            if missing:
+                raise InstallError(
+                    f"torch {getattr(torch, '__version__', '?')} has no torch.cuda.memory."
+                    f"{', '.join(missing)}: cudacache needs PyTorch 2.0 or newer")
+            if _cuda_initialized(torch):
+                raise InstallError(TOO_LATE_MESSAGE)
+            library = _library.get()
+            if conf is not None:
+                _memory.configure(conf)
+            allocator = memory.CUDAPluggableAllocator(str(library.path), ALLOC_SYMBOL,
+                                                      FREE_SYMBOL)
+            try:
+                memory.change_current_allocator(allocator)
+            except RuntimeError as error:
+                if "already initialized" in str(error):
+                    raise InstallError(TOO_LATE_MESSAGE) from error
+                raise
+            _allocator = allocator
+        elif conf is not None:
+            _memory.configure(conf)  # fails (CUDACACHE_CONFIG) once memory was allocated
+        if patch and os.environ.get(ENV_PATCH, "1") != "0":
+            apply_patches()
+        return _allocator
+
+
+def is_installed():
+    """True once install() has registered cudacache with PyTorch in this process."""
+    return _allocator is not None
+
+
+def _replacements():
+    def memory_snapshot(mempool_id=None, include_traces=True):
+        if mempool_id is not None:
+            raise CudacacheError("cudacache has no private memory pools (mempool_id)")
+        return _snapshot.memory_snapshot()
+
+    def snapshot_all(device=None, augment_with_fx_traces=False):
+        return _snapshot.snapshot()
+
+    def dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
+        _snapshot.dump_snapshot(filename)
+
+    functions = {
+        "memory_allocated": _memory.memory_allocated,
+        "memory_reserved": _memory.memory_reserved,
+        "max_memory_allocated": _memory.max_memory_allocated,
+        "max_memory_reserved": _memory.max_memory_reserved,
+        "reset_peak_memory_stats": _memory.reset_peak_memory_stats,
+        "reset_accumulated_memory_stats": _memory.reset_accumulated_memory_stats,
+        "memory_stats": _memory.memory_stats,
+        "memory_stats_as_nested_dict": memory_stats_as_nested_dict,
+        "empty_cache": _memory.empty_cache,
+        "memory_snapshot": memory_snapshot,
+        "_snapshot": snapshot_all,
+        "_dump_snapshot": dump_snapshot,
+    }
+    wrapped = {}
+    for name, function in functions.items():
+        # A distinct function object per patch, marked, so uninstall_patches() can tell ours.
+        def patched(*args, _function=function, **kwargs):
+            return _function(*args, **kwargs)
+
+        patched.__name__ = patched.__qualname__ = name
+        patched.__doc__ = f"cudacache replacement of torch.cuda {name}.\n\n{function.__doc__}"
+        patched.__wrapped__ = function
+        patched._cudacache_patch = True
+        wrapped[name] = patched
+    return wrapped
+
+
+def memory_stats_as_nested_dict(device=None):
+    """memory_stats() nested on its dots, like torch.cuda.memory_stats_as_nested_dict()."""
+    nested = {}
+    for key, value in _memory.memory_stats(device).items():
+        *parents, leaf = key.split(".")
+        node = nested
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return nested
+
+
+def apply_patches():
+    """Makes torch.cuda's memory functions answer from cudacache. Idempotent."""
+    torch = _import_torch()
+    replacements = _replacements()
+    targets = [(torch.cuda, name) for name in PATCHED_FUNCTIONS]
+    targets += [(torch.cuda.memory, name) for name in PATCHED_FUNCTIONS]
+    targets += [(torch.cuda.memory, name) for name in PATCHED_PRIVATE_FUNCTIONS]
+    with _lock:
+        for module, name in targets:
+            if (module, name) in _patches or not hasattr(module, name):
+                continue
+            _patches[(module, name)] = getattr(module, name)
+            setattr(module, name, replacements[name])
+        tensor = getattr(torch, "Tensor", None)
+        if tensor is not None and (tensor, "record_stream") not in _patches \
+                and hasattr(tensor, "record_stream"):
+            # Inherited from torch._C.TensorBase: restored by deleting our override.
+            _patches[(tensor, "record_stream")] = tensor.__dict__.get("record_stream", _INHERITED)
+            tensor.record_stream = _record_stream_patch(tensor.record_stream)
+
+
+def _record_stream_patch(original):
+    def record_stream(self, stream):
+        original(self, stream)
+        storage = self.untyped_storage()
+        if storage.data_ptr():
+            _memory.record_stream(storage.data_ptr(), stream)
+
+    record_stream.__doc__ = (
+        "cudacache: Tensor.record_stream, also told to cudacache (PyTorch's pluggable "
+        f"allocator ignores it).\n\n{original.__doc__ or ''}")
+    record_stream.__wrapped__ = original
+    record_stream._cudacache_patch = True
+    return record_stream
+
+
+def uninstall_patches():
+    """Restores the torch.cuda functions apply_patches() replaced.
+
+    A function that someone else replaced after us is left as it is. The allocator itself stays
+    cudacache: PyTorch cannot swap an allocator once CUDA is initialized.
+    """
+    with _lock:
+        for (owner, name), original in list(_patches.items()):
+            if getattr(getattr(owner, name, None), "_cudacache_patch", False):
+                if original is _INHERITED:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, original)
+            del _patches[(owner, name)]
+
+
+def patched_functions():
+    """The (module or class name, function name) pairs currently patched."""
+    with _lock:
+        return sorted((getattr(owner, "__module__", "") + "." + owner.__name__
+                       if isinstance(owner, type) else owner.__name__, name)
+                      for owner, name in _patches)
+
+
+def _make_out_of_memory_error_class():
+    torch = _import_torch()
+    base = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+
+    class OutOfMemoryError(base, _CudacacheOutOfMemoryError):
+        """cudacache ran out of device memory; both torch.OutOfMemoryError and
+        cudacache.OutOfMemoryError."""
+
+    OutOfMemoryError.__module__ = __name__
+    return OutOfMemoryError
+
+
+def __getattr__(name):
+    # OutOfMemoryError subclasses torch.OutOfMemoryError, so it exists once torch is imported.
+    global _out_of_memory_error_class
+    if name == "OutOfMemoryError":
+        with _lock:
+            if _out_of_memory_error_class is None:
+                _out_of_memory_error_class = _make_out_of_memory_error_class()
+        return _out_of_memory_error_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def oom_count():
+    """num_ooms summed over every device: how many allocations cudacache has failed."""
+    return sum(_memory.memory_stats(device).get("num_ooms", 0)
+               for device in range(max(_snapshot.device_count(), 1)))
+
+
+def _out_of_memory_error(detail=None):
+    error_class = __getattr__("OutOfMemoryError")
+    message = _memory.last_error() or "CUDA out of memory (cudacache)"
+    if detail and detail not in message:
+        message = f"{message} (PyTorch reported: {detail})"
+    return error_class(message)
+
+
+def convert_oom(error, oom_count_before=None):
+    """The cudacache.torch.OutOfMemoryError that `error` stands for, or `error` itself.
+
+    `error` is an exception PyTorch raised. It is converted when its message says "out of
+    memory", or when oom_count_before (an earlier oom_count()) shows that cudacache failed an
+    allocation since. The new error's message is cudacache_last_error() of this thread (the
+    allocator's own report: sizes, reserved and free memory), and its __cause__ is `error`.
+    An error that is already an OutOfMemoryError comes back unchanged.
+    """
+    error_class = __getattr__("OutOfMemoryError")
+    if isinstance(error, error_class):
+        return error
+    said_so = "out of memory" in str(error).lower()
+    counted = oom_count_before is not None and oom_count() > oom_count_before
+    if not (said_so or counted):
+        return error
+    converted = _out_of_memory_error(str(error))
+    converted.__cause__ = error
+    return converted
+
+
+@contextlib.contextmanager
+def raise_on_oom():
+    """Raises cudacache.torch.OutOfMemoryError if cudacache failed an allocation in the block.
+
+    Without it, an out-of-memory under the pluggable ABI is silent (a tensor with a NULL
+    pointer). Keep the block to the allocations themselves: a kernel that touches a NULL tensor
+    inside the block breaks the CUDA context before the check at the end of the block runs.
+    A RuntimeError raised in the block is converted with convert_oom().
+    """
+    before = oom_count()
+    try:
+        yield
+    except RuntimeError as error:
+        converted = convert_oom(error, before)
+        if converted is error:
+            raise
+        raise converted from error
+    if oom_count() > before:
+        raise _out_of_memory_error()
+
+
+def check_allocation(tensor):
+    """Returns `tensor`, or raises OutOfMemoryError if its storage got a NULL pointer.
+
+    Call it right after creating a CUDA tensor: under the pluggable ABI a failed allocation
+    returns a tensor whose storage pointer is 0 instead of raising.
+    """
+    storage = tensor.untyped_storage()
+    if storage.nbytes() > 0 and storage.data_ptr() == 0:
+        raise _out_of_memory_error()
+    return tensor

@@ -1,0 +1,39 @@
+// Command line of cudacache-replay. parse_command_line() never exits: errors are UsageError,
+// which main turns into a message and exit code 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cudacache::replay {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CommandLine {
+  std::vector<std::string> traces;  // CSV or pickle paths
+  std::vector<std::string> allocators;
+  std::optional<std::uint64_t> capacity_bytes;
+  bool min_capacity = false;
+  std::optional<std::string> json_path;
+  std::optional<std::string> convert_path;    // --convert PICKLE
+  std::optional<std::string> output_path;     // -o OUT.csv
+  std::optional<std::string> synthetic_spec;  // --synthetic SPEC (also implied by no trace)
+  int device = 0;                             // device_traces index when reading a snapshot
+  bool real_gpu = false;
+  bool help = false;
+};
+
+CommandLine parse_command_line(int argc, const char* const* argv);
+
+// "8GiB", "512MiB", "1073741824", "24GB"; throws UsageError.
+std::uint64_t parse_byte_size(const std::string& text);
+
+std::string usage_text();
+
+}  // namespace cudacache::replay

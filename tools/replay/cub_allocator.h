@@ -1,0 +1,15 @@
+#pragma once
+
+#include <memory>
+
+#include "replay_allocator.h"
+
+namespace cudacache::replay {
+
+// cub::CachingDeviceAllocator from the CUDA toolkit with its default bins (growth 8, bins
+// 8^3 = 512 B .. 8^7 = 2 MiB) and no limit on cached bytes: requests above 2 MiB are
+// cudaMalloc'd exactly and cudaFree'd on release; smaller ones are cached per bin forever
+// (until empty_cache or a failed cudaMalloc, after which CUB frees its cache and retries once).
+std::unique_ptr<ReplayAllocator> make_cub_allocator();
+
+}  // namespace cudacache::replay

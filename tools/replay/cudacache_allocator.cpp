@@ -1,0 +1,51 @@
+#include "cudacache_allocator.h"
+
+#include "device_allocator.h"
+#include "options.h"
+
+namespace cudacache::replay {
+namespace {
+
+class CudacacheAllocator final : public ReplayAllocator {
+ public:
+  explicit CudacacheAllocator(const Options& options) : allocator_(0, options) {}
+
+  void* allocate(std::size_t size, cudaStream_t stream) override {
+    try {
+      return allocator_.allocate(size, stream);
+    } catch (const OutOfMemoryError& error) {
+      throw ReplayOutOfMemory(error.what());
+    }
+  }
+
+  void free(void* ptr) override { allocator_.deallocate(ptr); }
+
+  void empty_cache() override { allocator_.empty_cache(); }
+
+  AllocatorFigures figures() const override {
+    const MemoryStats stats = allocator_.stats();
+    return {static_cast<std::uint64_t>(stats.allocated_bytes[kAllPools].peak),
+            static_cast<std::uint64_t>(stats.reserved_bytes[kAllPools].peak)};
+  }
+
+ private:
+  DeviceAllocator allocator_;
+};
+
+Options parse_options(const std::string& config) {
+  try {
+    return Options(config);
+  } catch (const Error& error) {
+    throw std::invalid_argument(error.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& config) {
+  return std::make_unique<CudacacheAllocator>(parse_options(config));
+}
+
+void validate_cudacache_config(const std::string& config) { parse_options(config); }
+
+}  // namespace cudacache::replay

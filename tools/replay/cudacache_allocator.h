@@ -1,0 +1,23 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "replay_allocator.h"
+
+namespace cudacache::replay {
+
+// PyTorch's native default policy, spelled out. It equals cudacache's defaults today; the
+// `pytorch` allocator is built from this string so that it stays PyTorch's policy even if
+// cudacache's defaults change.
+inline constexpr const char* kPyTorchNativeConfig =
+    "max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:False";
+
+// cudacache::DeviceAllocator on device 0 with Options parsed from `config` (CUDACACHE_CONF
+// syntax; "" = cudacache's defaults). Throws std::invalid_argument on a bad config string.
+std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& config);
+
+// Parses `config` only; throws std::invalid_argument with cudacache's message when it is bad.
+void validate_cudacache_config(const std::string& config);
+
+}  // namespace cudacache::replay

@@ -1,0 +1,142 @@
+#include "replay_tool.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+
+#include "pickle_reader.h"
+#include "progress_bar.h"
+#include "replayer.h"
+#include "report.h"
+#include "simulated_device.h"
+#include "snapshot_converter.h"
+#include "synthetic_workload.h"
+#include "trace_csv.h"
+
+namespace cudacache::replay {
+namespace {
+
+// The default simulated device: the simulator's own default size, or 8x the workload's floor
+// when that is larger, so that no allocator compared here is ever refused for lack of memory.
+constexpr std::uint64_t kDefaultCapacityFloor = std::uint64_t{80} << 30;
+constexpr std::uint64_t kDefaultCapacityHeadroom = 8;
+
+std::uint64_t default_capacity(const Trace& trace) {
+  const std::uint64_t step = kCapacityResolution;
+  const std::uint64_t scaled =
+      (trace.peak_requested_bytes * kDefaultCapacityHeadroom + step - 1) / step * step;
+  return std::max(kDefaultCapacityFloor, scaled);
+}
+
+bool has_pickle_name(const std::string& path) {
+  return path.ends_with(".pickle") || path.ends_with(".pkl");
+}
+
+int convert(const CommandLine& line) {
+  SnapshotConversion conversion = convert_snapshot_file(*line.convert_path, line.device);
+  std::ofstream out(*line.output_path, std::ios::binary);
+  if (!out) throw std::runtime_error(*line.output_path + ": cannot open for writing");
+  write_trace_csv(conversion.trace, out);
+  out.close();
+  if (!out) throw std::runtime_error(*line.output_path + ": write error");
+  std::cerr << "converted " << *line.convert_path << " -> " << *line.output_path << ": "
+            << conversion.trace.events.size() << " rows (" << conversion.prelude_rows
+            << " prelude: " << conversion.prelude_freed_in_trace << " freed in the trace, "
+            << conversion.prelude_live_at_dump << " live at the dump), frees at "
+            << conversion.free_action << ", " << conversion.segment_release_events
+            << " segment releases and " << conversion.oom_events
+            << " OOM events not carried as rows\n";
+  return 0;
+}
+
+void check_simulator_options(const CommandLine& line) {
+  if (running_on_simulator()) return;
+  if (line.capacity_bytes) {
+    throw UsageError(
+        "--capacity needs the simulated runtime (cudasim): a real GPU cannot be resized");
+  }
+  if (line.min_capacity) {
+    throw UsageError(
+        "--min-capacity needs the simulated runtime (cudasim): a real GPU cannot be shrunk");
+  }
+}
+
+TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar& bar) {
+  TraceReport report = TraceReport::describe(trace);
+  report.min_capacity_searched = line.min_capacity;
+  std::optional<std::uint64_t> capacity = line.capacity_bytes;
+  if (!capacity && running_on_simulator()) capacity = default_capacity(trace);
+  for (const std::string& allocator : line.allocators) {
+    const std::string label = trace.name + ": " + allocator;
+    ReplayResult result =
+        replay_trace(trace, allocator, capacity,
+                     [&](std::size_t done, std::size_t total) { bar.update(label, done, total); });
+    if (line.min_capacity) {
+      std::size_t round = 0;
+      MinCapacity found = find_min_capacity(
+          trace, allocator, line.capacity_bytes.value_or(default_capacity(trace)),
+          [&](std::size_t done, std::size_t total) {
+            if (done == 0) ++round;
+            bar.update(label + " min capacity #" + std::to_string(round), done, total);
+          });
+      result.min_capacity_bytes = found.bytes;
+      result.min_capacity_replays = found.replays;
+    }
+    report.results.push_back(std::move(result));
+  }
+  bar.clear();
+  return report;
+}
+
+}  // namespace
+
+Trace load_trace(const std::string& path, int device) {
+  std::string bytes = read_file_bytes(path);
+  if (looks_like_pickle(bytes)) {
+    PickleRef snapshot = parse_pickle(bytes, path);
+    return convert_snapshot(*snapshot, device, path).trace;
+  }
+  if (has_pickle_name(path)) {
+    throw TraceError(
+        path + ": byte offset 0: not a snapshot pickle (protocol 2 or later starts with 0x80)");
+  }
+  Trace trace = parse_trace_csv(bytes, path);
+  trace.name = trace_name_from_path(path);
+  return trace;
+}
+
+int run_replay_tool(const CommandLine& line, std::ostream& out) {
+  if (line.convert_path) return convert(line);
+  check_simulator_options(line);
+  if (!running_on_simulator()) {
+    std::cerr << "cudacache-replay: not running on cudasim: replaying on the real CUDA runtime, "
+                 "without device counters\n";
+  }
+  std::optional<std::ofstream> json;
+  if (line.json_path) {
+    json.emplace(*line.json_path);
+    if (!*json) throw std::runtime_error(*line.json_path + ": cannot open for writing");
+  }
+
+  ProgressBar bar;
+  std::vector<TraceReport> reports;
+  auto run = [&](const Trace& trace) {
+    reports.push_back(replay_one(trace, line, bar));
+    print_table(reports.back(), out);
+    out.flush();
+  };
+  if (line.traces.empty() || line.synthetic_spec) {
+    run(make_transformer_training_trace(TransformerShape::parse(line.synthetic_spec.value_or(""))));
+  }
+  for (const std::string& path : line.traces) run(load_trace(path, line.device));
+
+  if (json) {
+    write_json(reports, *json);
+    json->close();
+    if (!*json) throw std::runtime_error(*line.json_path + ": write error");
+  }
+  return 0;
+}
+
+}  // namespace cudacache::replay

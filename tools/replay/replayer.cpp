@@ -1,0 +1,151 @@
+#include "replayer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <vector>
+
+#include "replay_allocator.h"
+#include "simulated_device.h"
+
+namespace cudacache::replay {
+namespace {
+
+// Progress is reported this often: rarely enough to cost nothing in the timed loop.
+constexpr std::size_t kProgressInterval = 4096;
+
+// One CUDA stream per trace stream number; 0 is the legacy default stream.
+class TraceStreams {
+ public:
+  explicit TraceStreams(std::uint32_t count) : streams_(count, nullptr) {
+    for (std::uint32_t i = 1; i < count; ++i) {
+      cudaError_t error = cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking);
+      if (error != cudaSuccess) {
+        destroy();
+        throw std::runtime_error(std::string("cudaStreamCreate failed: ") +
+                                 cudaGetErrorString(error));
+      }
+    }
+  }
+  ~TraceStreams() { destroy(); }
+  TraceStreams(const TraceStreams&) = delete;
+  TraceStreams& operator=(const TraceStreams&) = delete;
+
+  cudaStream_t operator[](std::uint32_t number) const { return streams_[number]; }
+
+ private:
+  void destroy() {
+    for (cudaStream_t& stream : streams_) {
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      stream = nullptr;
+    }
+  }
+  std::vector<cudaStream_t> streams_;
+};
+
+std::uint64_t round_up(std::uint64_t value, std::uint64_t step) {
+  return (value + step - 1) / step * step;
+}
+
+}  // namespace
+
+ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
+                          std::optional<std::uint64_t> capacity_bytes,
+                          const ProgressCallback& progress) {
+  ReplayResult result;
+  result.allocator = allocator_name;
+  if (capacity_bytes) set_simulated_capacity(*capacity_bytes);
+  result.capacity_bytes = simulated_capacity();
+
+  TraceStreams streams(trace.stream_count);
+  std::vector<void*> pointers(trace.alloc_count, nullptr);
+  std::vector<bool> live(trace.alloc_count, false);
+  {
+    std::unique_ptr<ReplayAllocator> allocator = make_replay_allocator(allocator_name);
+    reset_device_counters();
+    const std::size_t total = trace.events.size();
+    const auto start = std::chrono::steady_clock::now();
+    std::size_t i = 0;
+    for (; i < total; ++i) {
+      const TraceEvent& event = trace.events[i];
+      if (progress && i % kProgressInterval == 0) progress(i, total);
+      switch (event.op) {
+        case TraceOp::kAlloc:
+          try {
+            pointers[event.slot] = allocator->allocate(event.size, streams[event.stream]);
+          } catch (const ReplayOutOfMemory& error) {
+            result.oom = true;
+            result.oom_event = i;
+            result.oom_message = error.what();
+          }
+          live[event.slot] = !result.oom;
+          break;
+        case TraceOp::kFree:
+          allocator->free(pointers[event.slot]);
+          live[event.slot] = false;
+          break;
+        case TraceOp::kEmptyCache:
+          allocator->empty_cache();
+          break;
+      }
+      if (result.oom) break;
+    }
+    const auto stop = std::chrono::steady_clock::now();
+    result.seconds = std::chrono::duration<double>(stop - start).count();
+    result.events_replayed = result.oom ? i + 1 : total;
+    if (progress) progress(result.events_replayed, total);
+
+    const AllocatorFigures figures = allocator->figures();
+    result.peak_allocated_bytes = figures.peak_allocated_bytes;
+    result.peak_reserved_bytes = figures.peak_reserved_bytes;
+    if (auto counters = device_counters()) {
+      result.device_peak_bytes = counters->peak_bytes;
+      result.device_mallocs = counters->mallocs;
+      result.device_frees = counters->frees;
+    }
+    for (std::size_t slot = 0; slot < live.size(); ++slot) {
+      if (live[slot]) allocator->free(pointers[slot]);
+    }
+  }
+  if (auto counters = device_counters(); counters && counters->in_use_bytes != 0) {
+    // The next allocator would start on a partly used device: the comparison would be unfair.
+    throw std::runtime_error("allocator '" + allocator_name + "' left " +
+                             std::to_string(counters->in_use_bytes) +
+                             " bytes of device memory allocated after it was destroyed");
+  }
+  return result;
+}
+
+MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
+                              std::uint64_t upper_limit, const ProgressCallback& progress) {
+  MinCapacity found;
+  auto completes = [&](std::uint64_t capacity) {
+    ++found.replays;
+    return !replay_trace(trace, allocator_name, capacity, progress).oom;
+  };
+  // Capacities are k * resolution. `failing` is a k known (or proven) to fail, `passing` one
+  // known to complete.
+  const std::uint64_t step = kCapacityResolution;
+  const std::uint64_t floor_steps = round_up(trace.peak_requested_bytes, step) / step;
+  std::uint64_t failing = floor_steps == 0 ? 0 : floor_steps - 1;  // below the peak: impossible
+  const std::uint64_t limit_steps = upper_limit / step;
+  std::uint64_t passing = std::min(std::max<std::uint64_t>(2 * floor_steps, 1), limit_steps);
+  if (passing <= failing) return found;  // the limit is below the workload's floor
+  while (!completes(passing * step)) {
+    if (passing >= limit_steps) return found;
+    failing = passing;
+    passing = std::min(2 * passing, limit_steps);
+  }
+  while (passing - failing > 1) {
+    const std::uint64_t middle = failing + (passing - failing) / 2;
+    if (completes(middle * step)) {
+      passing = middle;
+    } else {
+      failing = middle;
+    }
+  }
+  found.bytes = passing * step;
+  return found;
+}
+
+}  // namespace cudacache::replay

@@ -1,0 +1,63 @@
+// Replays a trace through one allocator on device 0 and measures it; finds the smallest
+// simulated device on which a trace completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "trace.h"
+
+namespace cudacache::replay {
+
+// Called now and then with (events done, events total).
+using ProgressCallback = std::function<void(std::size_t, std::size_t)>;
+
+struct ReplayResult {
+  std::string allocator;
+  // As the allocator counts them (see AllocatorFigures).
+  std::optional<std::uint64_t> peak_allocated_bytes;
+  std::optional<std::uint64_t> peak_reserved_bytes;
+  // As cudasim counts them: the honest device-side figures. Absent on a real GPU.
+  std::optional<std::uint64_t> device_peak_bytes;
+  std::optional<std::uint64_t> device_mallocs;
+  std::optional<std::uint64_t> device_frees;
+  std::optional<std::uint64_t> capacity_bytes;  // simulated capacity during the replay
+  bool oom = false;
+  std::optional<std::size_t> oom_event;  // 0-based index of the event that failed
+  std::string oom_message;
+  std::size_t events_replayed = 0;  // including the failed one
+  double seconds = 0.0;             // the event loop only, not setup or cleanup
+  std::optional<std::uint64_t> min_capacity_bytes;
+  std::size_t min_capacity_replays = 0;
+
+  double events_per_second() const {
+    return seconds > 0.0 ? static_cast<double>(events_replayed) / seconds : 0.0;
+  }
+};
+
+// Replays `trace` through a fresh allocator `allocator_name`. With `capacity_bytes`, the
+// simulated device gets that capacity first. An out-of-memory stops the replay and is recorded
+// in the result; everything still live is then freed and the allocator destroyed.
+ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
+                          std::optional<std::uint64_t> capacity_bytes,
+                          const ProgressCallback& progress = {});
+
+// Resolution of the minimum-capacity search.
+inline constexpr std::uint64_t kCapacityResolution = std::uint64_t{2} << 20;
+
+struct MinCapacity {
+  std::optional<std::uint64_t> bytes;  // absent when even the largest size tried failed
+  std::size_t replays = 0;
+};
+
+// The smallest multiple of kCapacityResolution on which the whole trace completes without
+// OOM, by bisection between the peak requested bytes (nothing smaller can work) and a size
+// where it completes (found by doubling from 2x the peak, up to `upper_limit`). Assumes
+// success is monotonic in capacity: the answer completes and one step below it fails.
+MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
+                              std::uint64_t upper_limit, const ProgressCallback& progress = {});
+
+}  // namespace cudacache::replay

@@ -1,0 +1,241 @@
+#include "report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+
+namespace cudacache::replay {
+namespace {
+
+std::string format_fixed(double value, int decimals) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(decimals) << value;
+  return out.str();
+}
+
+std::string format_optional_bytes(const std::optional<std::uint64_t>& bytes) {
+  return bytes ? format_bytes(*bytes) : "-";
+}
+
+std::string format_ratio(const std::optional<std::uint64_t>& bytes, std::uint64_t floor_bytes) {
+  if (!bytes || floor_bytes == 0) return "-";
+  return format_fixed(static_cast<double>(*bytes) / static_cast<double>(floor_bytes), 3);
+}
+
+std::string format_count(const std::optional<std::uint64_t>& count) {
+  return count ? std::to_string(*count) : "-";
+}
+
+std::string format_seconds(double seconds) {
+  if (seconds < 1.0) return format_fixed(seconds * 1e3, 1) + " ms";
+  return format_fixed(seconds, 2) + " s";
+}
+
+std::string format_rate(double per_second) {
+  if (per_second >= 1e6) return format_fixed(per_second / 1e6, 2) + " M/s";
+  if (per_second >= 1e3) return format_fixed(per_second / 1e3, 1) + " k/s";
+  return format_fixed(per_second, 0) + " /s";
+}
+
+std::string format_oom(const ReplayResult& result, std::size_t events) {
+  if (!result.oom) return "no";
+  return "event " + std::to_string(*result.oom_event + 1) + "/" + std::to_string(events);
+}
+
+void print_row(std::ostream& out, const std::vector<std::string>& cells,
+               const std::vector<std::size_t>& widths) {
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (i == 0) {
+      out << std::left << std::setw(static_cast<int>(widths[i])) << cells[i];
+    } else {
+      out << "  " << std::right << std::setw(static_cast<int>(widths[i])) << cells[i];
+    }
+  }
+  out << '\n';
+}
+
+void write_json_string(std::ostream& out, const std::string& text) {
+  out << '"';
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out << "\\\"";
+        break;
+      case '\\':
+        out << "\\\\";
+        break;
+      case '\n':
+        out << "\\n";
+        break;
+      case '\t':
+        out << "\\t";
+        break;
+      case '\r':
+        out << "\\r";
+        break;
+      default:
+        if (c < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+          out << escaped;
+        } else {
+          out << c;
+        }
+    }
+  }
+  out << '"';
+}
+
+template <typename T>
+void write_json_optional(std::ostream& out, const std::optional<T>& value) {
+  if (value) {
+    out << *value;
+  } else {
+    out << "null";
+  }
+}
+
+void write_json_double(std::ostream& out, double value) {
+  if (!std::isfinite(value)) {
+    out << "null";
+    return;
+  }
+  std::ostringstream text;
+  text << std::setprecision(9) << value;
+  out << text.str();
+}
+
+void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t peak_requested) {
+  out << "{\"allocator\": ";
+  write_json_string(out, r.allocator);
+  out << ", \"peak_allocated_bytes\": ";
+  write_json_optional(out, r.peak_allocated_bytes);
+  out << ", \"peak_reserved_bytes\": ";
+  write_json_optional(out, r.peak_reserved_bytes);
+  out << ", \"reserved_over_requested\": ";
+  if (r.peak_reserved_bytes && peak_requested > 0) {
+    write_json_double(
+        out, static_cast<double>(*r.peak_reserved_bytes) / static_cast<double>(peak_requested));
+  } else {
+    out << "null";
+  }
+  out << ", \"device_peak_bytes\": ";
+  write_json_optional(out, r.device_peak_bytes);
+  out << ", \"min_capacity_bytes\": ";
+  write_json_optional(out, r.min_capacity_bytes);
+  out << ", \"min_capacity_over_requested\": ";
+  if (r.min_capacity_bytes && peak_requested > 0) {
+    write_json_double(
+        out, static_cast<double>(*r.min_capacity_bytes) / static_cast<double>(peak_requested));
+  } else {
+    out << "null";
+  }
+  out << ", \"device_mallocs\": ";
+  write_json_optional(out, r.device_mallocs);
+  out << ", \"device_frees\": ";
+  write_json_optional(out, r.device_frees);
+  out << ", \"capacity_bytes\": ";
+  write_json_optional(out, r.capacity_bytes);
+  out << ", \"oom\": " << (r.oom ? "true" : "false") << ", \"oom_event_index\": ";
+  write_json_optional(out, r.oom_event);
+  out << ", \"events_replayed\": " << r.events_replayed << ", \"seconds\": ";
+  write_json_double(out, r.seconds);
+  out << ", \"events_per_second\": ";
+  write_json_double(out, r.events_per_second());
+  out << "}";
+}
+
+}  // namespace
+
+TraceReport TraceReport::describe(const Trace& trace) {
+  TraceReport report;
+  report.name = trace.name;
+  report.events = trace.events.size();
+  report.allocs = trace.alloc_count;
+  report.frees = trace.events.size() - trace.alloc_count - trace.empty_cache_count;
+  report.empty_cache_calls = trace.empty_cache_count;
+  report.streams = trace.stream_count;
+  report.peak_requested_bytes = trace.peak_requested_bytes;
+  return report;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return format_fixed(value, 2) + " " + kUnits[unit];
+}
+
+void print_table(const TraceReport& report, std::ostream& out) {
+  out << "== " << report.name << "\n   " << report.events << " events (" << report.allocs
+      << " allocs, " << report.frees << " frees, " << report.empty_cache_calls << " empty_cache), "
+      << report.streams << (report.streams == 1 ? " stream" : " streams") << "; peak requested "
+      << format_bytes(report.peak_requested_bytes) << " (" << report.peak_requested_bytes << " B)";
+  if (!report.results.empty() && report.results.front().capacity_bytes) {
+    out << "; device " << format_bytes(*report.results.front().capacity_bytes);
+  }
+  out << "\n";
+  std::vector<std::string> header{"allocator",   "peak alloc", "peak reserved", "reserved/req",
+                                  "device peak", "cudaMalloc", "cudaFree",      "OOM",
+                                  "time",        "events/s"};
+  if (report.min_capacity_searched) {
+    header.push_back("min capacity");
+    header.push_back("min cap/req");
+  }
+  std::vector<std::vector<std::string>> rows{header};
+  for (const ReplayResult& r : report.results) {
+    std::vector<std::string> row{r.allocator,
+                                 format_optional_bytes(r.peak_allocated_bytes),
+                                 format_optional_bytes(r.peak_reserved_bytes),
+                                 format_ratio(r.peak_reserved_bytes, report.peak_requested_bytes),
+                                 format_optional_bytes(r.device_peak_bytes),
+                                 format_count(r.device_mallocs),
+                                 format_count(r.device_frees),
+                                 format_oom(r, report.events),
+                                 format_seconds(r.seconds),
+                                 format_rate(r.events_per_second())};
+    if (report.min_capacity_searched) {
+      row.push_back(r.min_capacity_bytes ? format_bytes(*r.min_capacity_bytes) : "not found");
+      row.push_back(format_ratio(r.min_capacity_bytes, report.peak_requested_bytes));
+    }
+    rows.push_back(std::move(row));
+  }
+  std::vector<std::size_t> widths(header.size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) print_row(out, row, widths);
+  for (const ReplayResult& r : report.results) {
+    if (r.oom) out << "   " << r.allocator << " ran out of memory: " << r.oom_message << "\n";
+  }
+  out << '\n';
+}
+
+void write_json(const std::vector<TraceReport>& reports, std::ostream& out) {
+  out << "{\"traces\": [";
+  for (std::size_t t = 0; t < reports.size(); ++t) {
+    const TraceReport& report = reports[t];
+    out << (t == 0 ? "\n  " : ",\n  ") << "{\"name\": ";
+    write_json_string(out, report.name);
+    out << ", \"events\": " << report.events << ", \"allocs\": " << report.allocs
+        << ", \"frees\": " << report.frees
+        << ", \"empty_cache_calls\": " << report.empty_cache_calls
+        << ", \"streams\": " << report.streams
+        << ", \"peak_requested_bytes\": " << report.peak_requested_bytes << ", \"results\": [";
+    for (std::size_t r = 0; r < report.results.size(); ++r) {
+      out << (r == 0 ? "\n    " : ",\n    ");
+      write_json_result(out, report.results[r], report.peak_requested_bytes);
+    }
+    out << "]}";
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace cudacache::replay

@@ -1,0 +1,33 @@
+// Everything the tool asks of cudasim, the simulated CUDA runtime (tools/cudasim): whether it
+// is loaded, the simulated capacity of device 0, and its allocation counters. On NVIDIA's
+// runtime every query answers "not available" and capacity changes are refused.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace cudacache::replay {
+
+struct DeviceCounters {
+  std::uint64_t mallocs = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t in_use_bytes = 0;
+  std::uint64_t peak_bytes = 0;
+};
+
+bool running_on_simulator();
+
+// Throws std::runtime_error when not on the simulator (a real GPU cannot be shrunk).
+void set_simulated_capacity(std::uint64_t bytes);
+std::optional<std::uint64_t> simulated_capacity();
+
+std::optional<DeviceCounters> device_counters();
+// Peak := in use, call counters := 0. No-op on a real GPU.
+void reset_device_counters();
+
+// When this process is not on cudasim, re-executes it with cudasim's directory (`sim_dir`)
+// first on LD_LIBRARY_PATH, once (an environment marker stops a loop). Returns only when no
+// re-exec happened: already on cudasim, already tried, or sim_dir missing.
+void reexec_on_simulator(const char* sim_dir, char** argv);
+
+}  // namespace cudacache::replay

@@ -1,0 +1,164 @@
+#include "trace_csv.h"
+
+#include <array>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace cudacache::replay {
+namespace {
+
+constexpr std::string_view kHeader = "op,id,size,stream";
+// Streams become real cudaStream_t objects during a replay: refuse absurd numbers early.
+constexpr std::uint64_t kMaxStreamNumber = 1023;
+
+struct LineContext {
+  const std::string& source;
+  std::size_t line_number;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw TraceError(source + ":" + std::to_string(line_number) + ": " + what);
+  }
+};
+
+std::uint64_t parse_unsigned(std::string_view field, const char* what, const LineContext& ctx) {
+  if (field.empty()) ctx.fail(std::string("missing ") + what);
+  if (field.front() == '-')
+    ctx.fail(std::string("negative ") + what + " '" + std::string(field) + "'");
+  std::uint64_t value = 0;
+  auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (error == std::errc::result_out_of_range) {
+    ctx.fail(std::string(what) + " '" + std::string(field) + "' is too large");
+  }
+  if (error != std::errc() || end != field.data() + field.size()) {
+    ctx.fail(std::string("non-numeric ") + what + " '" + std::string(field) + "'");
+  }
+  return value;
+}
+
+// Splits "a,b,c,d" into exactly four fields; anything else is a malformed line.
+std::array<std::string_view, 4> split_fields(std::string_view line, const LineContext& ctx) {
+  std::array<std::string_view, 4> fields;
+  std::size_t count = 0;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = line.find(',', start);
+    std::string_view field = line.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (count == fields.size()) ctx.fail("too many fields (expected op,id,size,stream)");
+    fields[count++] = field;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (count != fields.size()) {
+    ctx.fail("truncated line: " + std::to_string(count) + " of 4 fields (op,id,size,stream)");
+  }
+  return fields;
+}
+
+TraceEvent parse_event(std::string_view line, const LineContext& ctx) {
+  auto fields = split_fields(line, ctx);
+  TraceEvent event;
+  if (fields[0] == "empty_cache") {
+    if (!fields[1].empty() || !fields[2].empty() || !fields[3].empty()) {
+      ctx.fail("an empty_cache row takes no id, size or stream ('empty_cache,,,')");
+    }
+    event.op = TraceOp::kEmptyCache;
+    return event;
+  }
+  if (fields[0] == "alloc") {
+    event.op = TraceOp::kAlloc;
+  } else if (fields[0] == "free") {
+    event.op = TraceOp::kFree;
+  } else {
+    ctx.fail("unknown op '" + std::string(fields[0]) + "' (expected alloc, free or empty_cache)");
+  }
+  event.id = parse_unsigned(fields[1], "id", ctx);
+  event.size = parse_unsigned(fields[2], "size", ctx);
+  std::uint64_t stream = parse_unsigned(fields[3], "stream", ctx);
+  if (stream > kMaxStreamNumber) {
+    ctx.fail("stream " + std::to_string(stream) + " is above the supported maximum " +
+             std::to_string(kMaxStreamNumber));
+  }
+  event.stream = static_cast<std::uint32_t>(stream);
+  return event;
+}
+
+}  // namespace
+
+Trace parse_trace_csv(std::string_view text, const std::string& source) {
+  Trace trace;
+  trace.name = source;
+  std::vector<std::size_t> line_of_event;
+  std::size_t line_number = 0;
+  std::size_t position = 0;
+  bool saw_header = false;
+  while (position < text.size()) {
+    std::size_t newline = text.find('\n', position);
+    std::string_view line = text.substr(
+        position, newline == std::string_view::npos ? std::string_view::npos : newline - position);
+    position = newline == std::string_view::npos ? text.size() : newline + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    LineContext ctx{source, line_number};
+    if (!saw_header) {
+      if (line != kHeader) {
+        ctx.fail("bad header '" + std::string(line) + "' (expected '" + std::string(kHeader) +
+                 "')");
+      }
+      saw_header = true;
+      continue;
+    }
+    if (line.empty()) {
+      // Only a final newline may leave an empty line; an empty line inside is malformed.
+      if (position >= text.size()) break;
+      ctx.fail("empty line");
+    }
+    trace.events.push_back(parse_event(line, ctx));
+    line_of_event.push_back(line_number);
+  }
+  if (!saw_header)
+    throw TraceError(source + ":1: empty file (expected header '" + std::string(kHeader) + "')");
+  finalize_trace(trace,
+                 [&](std::size_t i) { return source + ":" + std::to_string(line_of_event[i]); });
+  return trace;
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path + ": cannot open file");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw TraceError(path + ": read error");
+  return std::move(buffer).str();
+}
+
+std::string trace_name_from_path(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
+Trace read_trace_csv(const std::string& path) {
+  Trace trace = parse_trace_csv(read_file_bytes(path), path);
+  trace.name = trace_name_from_path(path);
+  return trace;
+}
+
+void write_trace_csv(const Trace& trace, std::ostream& out) {
+  out << kHeader << '\n';
+  for (const TraceEvent& event : trace.events) {
+    switch (event.op) {
+      case TraceOp::kAlloc:
+        out << "alloc," << event.id << ',' << event.size << ',' << event.stream << '\n';
+        break;
+      case TraceOp::kFree:
+        out << "free," << event.id << ',' << event.size << ',' << event.stream << '\n';
+        break;
+      case TraceOp::kEmptyCache:
+        out << "empty_cache,,,\n";
+        break;
+    }
+  }
+}
+
+}  // namespace cudacache::replay
