@@ -1,5 +1,6 @@
 // Cache-hit cost: one allocate + free pair that the cache serves without any CUDA call,
-// for cudacache (DeviceAllocator directly, and the C ABI) and CUB's CachingDeviceAllocator.
+// for cudacache (DeviceAllocator directly, with and without record_history, and the C ABI)
+// and CUB's CachingDeviceAllocator.
 // Run in a Release build; on cudasim: cmake --build <dir> --target run_bench_cache_hit.
 #include "device_allocator.h"
 
@@ -12,9 +13,9 @@
 
 namespace {
 
-void BM_DeviceAllocator(benchmark::State& state) {
+void cache_hits(benchmark::State& state, const cudacache::Options& options) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  cudacache::DeviceAllocator allocator(0, cudacache::Options{});
+  cudacache::DeviceAllocator allocator(0, options);
   allocator.deallocate(allocator.allocate(size, nullptr));  // warm the cache
   for (auto _ : state) {
     void* p = allocator.allocate(size, nullptr);
@@ -22,6 +23,14 @@ void BM_DeviceAllocator(benchmark::State& state) {
     allocator.deallocate(p);
   }
   if (allocator.stats().num_device_alloc != 1) state.SkipWithError("not a cache hit");
+}
+
+void BM_DeviceAllocator(benchmark::State& state) { cache_hits(state, cudacache::Options{}); }
+
+// History on: 3 entries per pair (alloc, free_requested, free_completed) into a ring of
+// 100000, which wraps after the first ~33000 pairs.
+void BM_DeviceAllocatorHistoryOn(benchmark::State& state) {
+  cache_hits(state, cudacache::Options("record_history:100000"));
 }
 
 void BM_CApi(benchmark::State& state) {
@@ -54,6 +63,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DeviceAllocator)->Apply(sizes);
+BENCHMARK(BM_DeviceAllocatorHistoryOn)->Apply(sizes);
 BENCHMARK(BM_CApi)->Apply(sizes);
 BENCHMARK(BM_Cub)->Apply(sizes);
 

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Writes bench/RESULTS.md from cudacache-replay's --json and bench_replay's JSON output.
+
+Called by bench/results.sh, which runs both tools; standard library only. The section that
+starts at WRITTEN_BY_HAND_HEADING in the existing RESULTS.md is written by a person from the
+numbers and is carried over unchanged, so a rerun refreshes the tables but never that text.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+WRITTEN_BY_HAND_HEADING = "## What the table says"
+# "replay/<trace>/<allocator>/manual_time", as bench_replay registers them.
+BENCHMARK_NAME = re.compile(r"^replay/(?P<trace>[^/]+)/(?P<allocator>[^/]+)/manual_time$")
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--replay-json", required=True, help="cudacache-replay --json output")
+    parser.add_argument("--bench-json", required=True, help="bench_replay --benchmark_out file")
+    parser.add_argument("--command", required=True, help="the command that regenerates the file")
+    parser.add_argument("--date", required=True)
+    parser.add_argument("--machine", required=True, help="CPU model and core count")
+    parser.add_argument("--traces", required=True, help="the traces folder (for NAME.meta.json)")
+    parser.add_argument("--previous", help="the RESULTS.md being replaced")
+    return parser.parse_args()
+
+
+def ns_per_event_by_run(bench):
+    """{(trace, allocator): ns per event} from bench_replay's JSON; fails on a skipped run."""
+    found = {}
+    for run in bench["benchmarks"]:
+        match = BENCHMARK_NAME.match(run["name"])
+        if not match or run.get("run_type", "iteration") != "iteration":
+            continue
+        key = (match["trace"], match["allocator"])
+        if run.get("error_occurred"):
+            sys.exit(f"write_results.py: {run['name']}: {run.get('error_message')}")
+        found[key] = run
+    return found
+
+
+def check_same_replay(trace, result, run):
+    """Both tools replay deterministically on the same device size: their counts must agree."""
+    replay_calls = result["device_mallocs"] + result["device_frees"]
+    bench_calls = run.get("device_calls")
+    if bench_calls is not None and round(bench_calls) != replay_calls:
+        sys.exit(f"write_results.py: {trace} / {result['allocator']}: cudacache-replay counted "
+                 f"{replay_calls} device calls, bench_replay {bench_calls:.0f}")
+
+
+def recorded_pytorch_ratio(traces_dir, name):
+    """PyTorch's own peak reserved / peak requested during the recording, from the trace's
+    meta file: context for the replay's `pytorch` row, not the same experiment (see the
+    traces README)."""
+    try:
+        with open(os.path.join(traces_dir, name + ".meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        return (meta["pytorch_peak_reserved_from_first_alloc_bytes"] /
+                meta["peak_allocated_requested_bytes"])
+    except (OSError, KeyError, ZeroDivisionError, json.JSONDecodeError):
+        return None
+
+
+def format_bytes(count):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count} B"
+
+
+def format_ratio(value):
+    return "not found" if value is None else f"{value:.3f}"
+
+
+def geometric_mean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def table_rows(replay, runs, traces_dir):
+    """One row per (trace, allocator) plus per-allocator lists for the summary."""
+    rows = []
+    per_allocator = {}
+    for trace in replay["traces"]:
+        for index, result in enumerate(trace["results"]):
+            allocator = result["allocator"]
+            run = runs.get((trace["name"], allocator))
+            if run is None:
+                sys.exit(f"write_results.py: bench_replay has no run for "
+                         f"{trace['name']} / {allocator}")
+            check_same_replay(trace["name"], result, run)
+            if result["oom"]:
+                sys.exit(f"write_results.py: {trace['name']} / {allocator} ran out of memory")
+            calls = (result["device_mallocs"], result["device_frees"])
+            ns = run["ns_per_event"]
+            first = index == 0
+            recorded = recorded_pytorch_ratio(traces_dir, trace["name"]) if first else None
+            rows.append([
+                f"`{trace['name']}`" if first else "",
+                str(trace["events"]) if first else "",
+                format_bytes(trace["peak_requested_bytes"]) if first else "",
+                f"{recorded:.3f}" if recorded is not None else "",
+                allocator,
+                format_ratio(result["min_capacity_over_requested"]),
+                format_ratio(result["reserved_over_requested"]),
+                f"{sum(calls)} ({calls[0]} + {calls[1]})",
+                f"{ns:.0f}",
+            ])
+            summary = per_allocator.setdefault(allocator, {"min": [], "reserved": [], "calls": 0,
+                                                           "ns": [], "events": 0, "seconds": 0.0})
+            if result["min_capacity_over_requested"] is not None:
+                summary["min"].append(result["min_capacity_over_requested"])
+            summary["reserved"].append(result["reserved_over_requested"])
+            summary["calls"] += sum(calls)
+            summary["ns"].append(ns)
+            summary["events"] += trace["events"]
+            summary["seconds"] += ns * trace["events"] * 1e-9
+    return rows, per_allocator
+
+
+def markdown_table(header, rows, align):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_rows(per_allocator, trace_count):
+    rows = []
+    for allocator, s in per_allocator.items():
+        # A trace without a minimum capacity (none found up to the search limit) is left out
+        # of the mean and the worst, and the cell says so.
+        missing = ""
+        if len(s["min"]) != trace_count:
+            missing = f" ({len(s['min'])} of {trace_count} traces)"
+        rows.append([
+            allocator,
+            f"{geometric_mean(s['min']):.3f}{missing}" if s["min"] else "-",
+            f"{max(s['min']):.3f}{missing}" if s["min"] else "-",
+            f"{geometric_mean(s['reserved']):.3f}",
+            f"{max(s['reserved']):.3f}",
+            str(s["calls"]),
+            f"{geometric_mean(s['ns']):.0f}",
+            f"{s['seconds'] * 1e3:.1f}",
+        ])
+    return rows
+
+
+def written_by_hand(previous_path):
+    """The hand-written section of the previous RESULTS.md, or a placeholder."""
+    try:
+        with open(previous_path, encoding="utf-8") as previous:
+            text = previous.read()
+    except (TypeError, FileNotFoundError):
+        text = ""
+    start = text.find(WRITTEN_BY_HAND_HEADING)
+    if start >= 0:
+        return text[start:].rstrip() + "\n"
+    return (f"{WRITTEN_BY_HAND_HEADING}\n\n(To be written from the numbers above; results.sh\n"
+            "keeps this section when it regenerates the tables.)\n")
+
+
+def main():
+    args = parse_arguments()
+    with open(args.replay_json, encoding="utf-8") as f:
+        replay = json.load(f)
+    with open(args.bench_json, encoding="utf-8") as f:
+        bench = json.load(f)
+    runtime = bench["context"].get("cuda_runtime")
+    if runtime != "cudasim":
+        sys.exit(f"write_results.py: bench_replay ran on the '{runtime}' runtime, not cudasim")
+    if bench["context"].get("library_build_type") == "debug":
+        print("write_results.py: note: the installed Google Benchmark library is a debug build; "
+              "bench_replay times the replay loop itself, so its timings are unaffected",
+              file=sys.stderr)
+
+    rows, per_allocator = table_rows(replay, ns_per_event_by_run(bench), args.traces)
+    load = ", ".join(f"{value:.2f}" for value in bench["context"].get("load_avg", []))
+    traces = len(replay["traces"])
+    out = sys.stdout
+    out.write(f"""# Replay results: real traces through cudacache, PyTorch's policy, CUB, no cache
+
+Generated by `{args.command}` on {args.date} (Release build).
+Machine: {args.machine}.
+Load average when bench_replay started: {load or "unknown"} (1, 5, 15 min).
+
+Every figure comes from **cudasim**, the simulated CUDA runtime: memory figures are exact
+byte counts, and times are **CPU times** (the allocators' bookkeeping plus cudasim's own cost
+per cudaMalloc/cudaFree), **not GPU timings**. cudasim's cost per device call is not a GPU
+driver's: for what a GPU would add, read the device-calls column, not ns / event.
+
+Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacache` (default options),
+`pytorch` (cudacache set explicitly to PyTorch's native default policy), `cub`
+(`cub::CachingDeviceAllocator`, default bins, unlimited cache), `nocache` (one
+cudaMalloc/cudaFree per request, the floor for memory and the ceiling for device calls).
+
+Columns:
+- **PyTorch recorded**: PyTorch's own peak reserved / peak requested during the recording
+  (`pytorch_peak_reserved_from_first_alloc_bytes` of the trace's meta file). Context for the
+  `pytorch` row, not the same experiment: the recording may start mid-run, may call
+  `empty_cache()` (not rows of the CSV) or use other allocator settings.
+- **min cap / peak req**: the smallest simulated device (2 MiB steps) on which the whole trace
+  completes, over the trace's peak of live requested bytes (`cudacache-replay --min-capacity
+  --json`). 1.000 is the physical floor; the 2 MiB step alone can add up to 0.02 on the
+  smallest trace.
+- **peak reserved / peak req**: peak device memory the allocator held, as it counts it, on a
+  device large enough never to refuse (80 GiB or 8x the peak, whichever is larger); cudasim's
+  own device peak agrees to within 0.01 %.
+- **device calls**: cudaMalloc + cudaFree calls counted by cudasim during the replay loop on
+  that device (memory still cached when the allocator is destroyed is not counted).
+- **ns / event**: `bench_replay` (Google Benchmark, manual time of the replay loop only, a fresh
+  allocator per iteration), wall-clock time per alloc or free event. `cudacache` and `pytorch`
+  run the same policy today, so the gap between their ns / event on a trace is a gauge of
+  run-to-run noise (the build machine is shared).
+
+## Per trace
+
+{markdown_table(
+    ["trace", "events", "peak req", "PyTorch recorded", "allocator", "min cap / peak req",
+     "peak reserved / peak req", "device calls (malloc + free)", "ns / event"],
+    rows, ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:"])}
+
+## Per allocator, over the {traces} traces
+
+Geometric means of the ratios and of ns / event; device calls summed; replay time is the sum
+over traces of ns / event x events (one replay of every trace).
+
+{markdown_table(
+    ["allocator", "min cap / peak req (geomean)", "(worst)",
+     "peak reserved / peak req (geomean)", "(worst)", "device calls (total)",
+     "ns / event (geomean)", "replay time, all traces (ms)"],
+    summary_rows(per_allocator, traces),
+    ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])}
+
+{written_by_hand(args.previous)}""")
+
+
+if __name__ == "__main__":
+    main()
