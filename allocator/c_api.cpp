@@ -172,6 +172,18 @@ int cudacache_snapshot_json(int device, char* buf, size_t len) {
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
+cudacache_status cudacache_record_history(int device, size_t max_entries) {
+  return cudacache::guarded(
+      [&] { Registry::instance().device(device).record_history(max_entries); });
+}
+
+int cudacache_history_csv(int device, char* buf, size_t len) {
+  std::string text;
+  const cudacache_status status =
+      cudacache::guarded([&] { text = Registry::instance().device(device).history_csv(); });
+  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+}
+
 cudacache_status cudacache_configure(const char* config) {
   if (config == nullptr) return cudacache::invalid_argument("cudacache_configure: config is NULL");
   return cudacache::guarded([&] { Registry::instance().configure(config); });

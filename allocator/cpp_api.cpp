@@ -63,6 +63,12 @@ std::string memory_stats_json(int device) {
 
 std::string snapshot_json(int device) { return Registry::instance().device(device).snapshot_json(); }
 
+void record_history(std::size_t max_entries, int device) {
+  Registry::instance().device(device).record_history(max_entries);
+}
+
+std::string history_csv(int device) { return Registry::instance().device(device).history_csv(); }
+
 void configure(const std::string& config) { Registry::instance().configure(config); }
 
 int add_retry_hook(RetryHook hook) { return Registry::instance().hooks().add(std::move(hook)); }

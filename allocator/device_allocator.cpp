@@ -23,6 +23,8 @@
 //   OutOfMemoryError (num_ooms). per_process_memory_fraction caps reserved memory at fraction
 //   x total; a segment beyond it fails like cudaMalloc.
 // - empty_cache: waits for pending events and returns every fully free segment.
+// - History (record_history; history.h): every event above is appended to a bounded ring in
+//   PyTorch's trace vocabulary; when off, each costs one branch under the lock already held.
 //
 // Note [Search after release]: waiting for pending events can return blocks to the pool and
 // merge them with their neighbours; PyTorch does not look at the pool again and fails a
@@ -33,6 +35,7 @@
 #include "device_allocator.h"
 
 #include "device_api.h"
+#include "history_csv.h"
 #include "log.h"
 #include "oom_report.h"
 #include "size_policy.h"
@@ -83,6 +86,9 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                                                 static_cast<double>(total_bytes));
   }
   stats_.values().max_split_size = static_cast<std::int64_t>(options_.max_split_size());
+  if (options_.record_history.max_entries > 0) {
+    history_.start(options_.record_history.max_entries);  // no lock needed: not yet shared
+  }
   logger().debug("device {}: allocator created ({})", device_, options_.to_config_string());
 }
 
@@ -138,6 +144,8 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   if (block == nullptr) {
     stats_.values().num_ooms += 1;
     const OomReport report = make_report(request);
+    record_event(HistoryAction::kOom, report.device_free_bytes, request.size, 0,
+                 request.requested, request.stream);
     std::string message = describe_oom(report, options_);
     logger().warn("{}", message);
     throw OutOfMemoryError(report, std::move(message));
@@ -196,6 +204,7 @@ Block* DeviceAllocator::allocate_segment(Request& request, bool is_retry) {
   DeviceStats::increase(stats.reserved_bytes, segment->pool, as_signed(bytes));
   if (bytes >= options_.max_split_size()) DeviceStats::increase(stats.oversize_segments, 1);
   stats.num_device_alloc += 1;
+  record_event(HistoryAction::kSegmentAlloc, base, bytes, 0, 0, request.stream);
   logger().trace("device {}: segment of {} bytes at {:#x}", device_, bytes, base);
   return block;
 }
@@ -215,6 +224,7 @@ void DeviceAllocator::release_segment(Block* block) {
   DeviceStats::decrease(stats.reserved_bytes, segment->pool, as_signed(segment->size));
   if (segment->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_segments, 1);
   stats.num_device_free += 1;
+  record_event(HistoryAction::kSegmentFree, segment->base, segment->size, 0, 0, segment->stream);
   logger().trace("device {}: released segment of {} bytes at {:#x}", device_, segment->size,
                  segment->base);
   segments_.erase(segment->base);
@@ -349,6 +359,8 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   DeviceStats::increase(stats.active_bytes, kind, as_signed(block->size));
   DeviceStats::increase(stats.requested_bytes, kind, as_signed(block->requested_size));
   if (block->size >= options_.max_split_size()) DeviceStats::increase(stats.oversize_allocations, 1);
+  record_event(HistoryAction::kAlloc, block->address, block->requested_size, block->size, 0,
+               block->stream);
   return block->pointer();
 }
 
@@ -396,6 +408,8 @@ void DeviceAllocator::release_allocation(Block* block) {
   MemoryStats& stats = stats_.values();
   const PoolKind kind = block->segment->pool;
   block->allocated = false;
+  record_event(HistoryAction::kFreeRequested, block->address, block->requested_size, block->size,
+               0, block->stream);
   DeviceStats::decrease(stats.allocation, kind, 1);
   DeviceStats::decrease(stats.allocated_bytes, kind, as_signed(block->size));
   if (block->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_allocations, 1);
@@ -420,6 +434,8 @@ void DeviceAllocator::free_block(Block* block) {
   const PoolKind kind = pool.kind();
   const std::size_t original_size = block->size;
   const std::size_t requested = block->requested_size;
+  record_event(HistoryAction::kFreeCompleted, block->address, requested, original_size, 0,
+               block->stream);
   std::int64_t split_blocks_change = 0;
   std::int64_t split_bytes_change = 0;
   for (Block* neighbour : {block->prev, block->next}) {
@@ -462,7 +478,9 @@ void DeviceAllocator::record_stream(void* ptr, cudaStream_t stream) {
 
 void DeviceAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
+  const std::size_t reserved_before = reserved_total_;
   release_cached_blocks();
+  record_event(HistoryAction::kEmptyCache, 0, reserved_before - reserved_total_, 0, 0, nullptr);
 }
 
 MemoryStats DeviceAllocator::stats() const {
@@ -511,10 +529,51 @@ MemorySnapshot DeviceAllocator::snapshot() const {
       }
     }
   }
+  snapshot.trace = history_.entries();
   return snapshot;
 }
 
 std::string DeviceAllocator::snapshot_json() const { return snapshot_to_json(snapshot()); }
+
+void DeviceAllocator::record_history(std::size_t max_entries) {
+  if (max_entries > kMaxHistoryEntries) {
+    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: record_history of " + std::to_string(max_entries) +
+                                         " entries is above the maximum " +
+                                         std::to_string(kMaxHistoryEntries) + " (0 stops recording)");
+  }
+  std::lock_guard lock(mutex_);
+  if (max_entries == 0) {
+    history_.stop();
+    logger().info("device {}: history recording stopped ({} entries kept)", device_,
+                  history_.size());
+  } else {
+    history_.start(max_entries);
+    logger().info("device {}: recording history, at most {} entries", device_, max_entries);
+  }
+}
+
+std::vector<HistoryEntry> DeviceAllocator::history() const {
+  std::lock_guard lock(mutex_);
+  return history_.entries();
+}
+
+std::string DeviceAllocator::history_csv() const {
+  std::vector<HistoryEntry> entries;
+  std::vector<LiveBlock> live;
+  {
+    std::lock_guard lock(mutex_);
+    entries = history_.entries();
+    for (const auto& [base, segment] : segments_) {
+      for (const Block* block = segment->head; block != nullptr; block = block->next) {
+        if (block->allocated || block->pending_events > 0) {
+          live.push_back({block->address, block->requested_size,
+                          reinterpret_cast<std::uintptr_t>(block->stream)});
+        }
+      }
+    }
+  }
+  return history_to_csv(entries, live);
+}
 
 void DeviceAllocator::validate_stream(cudaStream_t stream) {
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;

@@ -7,6 +7,7 @@
 
 #include "block_pool.h"
 #include "device_stats.h"
+#include "history.h"
 #include "options.h"
 #include "retry_hooks.h"
 #include "segment.h"
@@ -27,6 +28,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace cudacache {
 
@@ -55,6 +57,15 @@ class DeviceAllocator {
   void reset_accumulated_stats() CUDACACHE_EXCLUDES(mutex_);
   MemorySnapshot snapshot() const CUDACACHE_EXCLUDES(mutex_);
   std::string snapshot_json() const;
+
+  // Allocation history (history.h). max_entries > 0 starts a new recording (earlier entries
+  // are dropped) that keeps the newest max_entries entries; 0 stops recording and keeps the
+  // entries for export until the next start. Throws Error (INVALID_ARGUMENT) above
+  // kMaxHistoryEntries. The record_history option starts a recording at construction.
+  void record_history(std::size_t max_entries) CUDACACHE_EXCLUDES(mutex_);
+  std::vector<HistoryEntry> history() const CUDACACHE_EXCLUDES(mutex_);
+  // The history as a replay CSV "op,id,size,stream" (rules in history_csv.h).
+  std::string history_csv() const CUDACACHE_EXCLUDES(mutex_);
 
   int device() const { return device_; }
   const Options& options() const { return options_; }
@@ -86,6 +97,15 @@ class DeviceAllocator {
   OomReport make_report(const Request& request) const CUDACACHE_REQUIRES(mutex_);
   OomContext make_context(const Request& request, int round) const CUDACACHE_REQUIRES(mutex_);
   BlockPool& pool_of(const Block& block) CUDACACHE_REQUIRES(mutex_);
+  // Off: one predictable branch on a member under the lock already held.
+  void record_event(HistoryAction action, std::uintptr_t address, std::size_t size,
+                    std::size_t block_size, std::size_t requested_size, cudaStream_t stream)
+      CUDACACHE_REQUIRES(mutex_) {
+    if (history_.recording()) {
+      history_.record(action, address, size, block_size, requested_size,
+                      reinterpret_cast<std::uintptr_t>(stream));
+    }
+  }
 
   const int device_;
   const Options options_;
@@ -104,6 +124,7 @@ class DeviceAllocator {
   DeviceStats stats_ CUDACACHE_GUARDED_BY(mutex_);
   std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   std::unordered_set<cudaStream_t> verified_streams_ CUDACACHE_GUARDED_BY(mutex_);
+  AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
 };
 
 }  // namespace cudacache

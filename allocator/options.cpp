@@ -1,5 +1,7 @@
 #include "options.h"
 
+#include "history.h"
+
 #include <cudacache/cudacache.hpp>
 
 #include <algorithm>
@@ -200,7 +202,9 @@ std::string ExpandableSegments::parse(std::string_view text) {
 std::string ExpandableSegments::to_string() const { return enabled ? "True" : "False"; }
 
 std::string HistoryEntries::parse(std::string_view text) {
-  if (!parse_unsigned(text, &max_entries)) return "a non-negative integer (entries; 0 = off)";
+  constexpr const char* kExpected = "an integer from 0 (off) to 100000000 (entries)";
+  static_assert(kMaxHistoryEntries == 100'000'000, "keep the message in step");
+  if (!parse_unsigned(text, &max_entries) || max_entries > kMaxHistoryEntries) return kExpected;
   return {};
 }
 

@@ -3,6 +3,37 @@
 #include "json_writer.h"
 
 namespace cudacache {
+namespace {
+
+// PyTorch's trace entry keys (torch/csrc/cuda/memory_snapshot.cpp): action, addr (device_free
+// for oom), size, stream, time_us, frames; plus cudacache's block_size / requested_size.
+void write_trace_entry(JsonWriter& json, const HistoryEntry& entry) {
+  json.begin_object();
+  json.field("action", history_action_name(entry.action));
+  json.field(entry.action == HistoryAction::kOom ? "device_free" : "addr",
+             static_cast<std::uint64_t>(entry.address));
+  json.field("size", static_cast<std::uint64_t>(entry.size));
+  switch (entry.action) {
+    case HistoryAction::kAlloc:
+    case HistoryAction::kFreeRequested:
+    case HistoryAction::kFreeCompleted:
+      json.field("block_size", static_cast<std::uint64_t>(entry.block_size));
+      break;
+    case HistoryAction::kOom:
+      json.field("requested_size", static_cast<std::uint64_t>(entry.requested_size));
+      break;
+    default:
+      break;
+  }
+  json.field("stream", static_cast<std::uint64_t>(entry.stream));
+  json.field("time_us", entry.time_us);
+  json.key("frames");
+  json.begin_array();
+  json.end_array();
+  json.end_object();
+}
+
+}  // namespace
 
 std::string snapshot_to_json(const MemorySnapshot& snapshot) {
   JsonWriter json;
@@ -43,6 +74,7 @@ std::string snapshot_to_json(const MemorySnapshot& snapshot) {
   json.key("device_traces");
   json.begin_array();
   json.begin_array();
+  for (const HistoryEntry& entry : snapshot.trace) write_trace_entry(json, entry);
   json.end_array();
   json.end_array();
   json.end_object();

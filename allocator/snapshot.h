@@ -1,7 +1,9 @@
 // Memory snapshot in the schema of torch.cuda.memory._snapshot():
-// {"segments": [...], "device_traces": [[...]]}. Trace entries are not recorded yet
-// (record_history), so device_traces holds one empty list for the device.
+// {"segments": [...], "device_traces": [[...]]}. device_traces holds one list, this device's
+// allocation history (history.h; empty unless record_history was on), oldest entry first.
 #pragma once
+
+#include "history.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +34,7 @@ struct SegmentSnapshot {
 
 struct MemorySnapshot {
   std::vector<SegmentSnapshot> segments;  // in address order
+  std::vector<HistoryEntry> trace;        // oldest first
 };
 
 std::string snapshot_to_json(const MemorySnapshot& snapshot);

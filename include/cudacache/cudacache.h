@@ -85,6 +85,20 @@ CUDACACHE_API cudacache_status cudacache_reset_accumulated_memory_stats(int devi
 CUDACACHE_API int cudacache_memory_stats_json(int device, char* buf, size_t len);
 CUDACACHE_API int cudacache_snapshot_json(int device, char* buf, size_t len);
 
+/* Allocation history, like PyTorch's torch.cuda.memory._record_memory_history(max_entries=N):
+ * a bounded ring per device of alloc, free_requested, free_completed, segment_alloc,
+ * segment_free, oom and empty_cache entries (segment_map/segment_unmap are reserved for
+ * expandable segments and not produced). max_entries > 0 starts a new recording on device,
+ * dropping earlier entries, and keeps the newest max_entries; 0 stops recording and keeps the
+ * entries for export until the next start. The record_history:N option starts a recording on
+ * every device from its allocator's creation instead. Like any call that names a device, this
+ * one is a first use (the options become fixed). CUDACACHE_INVALID_ARGUMENT above 100000000. */
+CUDACACHE_API cudacache_status cudacache_record_history(int device, size_t max_entries);
+/* The history of device as a replay CSV ("op,id,size,stream" rows, the input of
+ * cudacache-replay), snprintf-style like the JSON functions. The same entries are the
+ * device_traces of cudacache_snapshot_json. */
+CUDACACHE_API int cudacache_history_csv(int device, char* buf, size_t len);
+
 /* Parses "key:value,key:value" (same syntax as CUDACACHE_CONF, whose keys it overrides).
  * Must be called before the first allocation; afterwards it fails with CUDACACHE_CONFIG. */
 CUDACACHE_API cudacache_status cudacache_configure(const char* config);

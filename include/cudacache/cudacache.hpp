@@ -105,6 +105,10 @@ CUDACACHE_API void reset_peak_memory_stats(int device = -1);
 CUDACACHE_API void reset_accumulated_memory_stats(int device = -1);
 CUDACACHE_API std::string memory_stats_json(int device = -1);
 CUDACACHE_API std::string snapshot_json(int device = -1);
+// Allocation history (cudacache_record_history): max_entries > 0 starts a new recording on
+// `device`, 0 stops it and keeps the entries. history_csv: the entries as a replay CSV.
+CUDACACHE_API void record_history(std::size_t max_entries, int device = -1);
+CUDACACHE_API std::string history_csv(int device = -1);
 CUDACACHE_API void configure(const std::string& config);
 CUDACACHE_API int add_retry_hook(RetryHook hook);  // returns a handle for remove_retry_hook
 CUDACACHE_API void remove_retry_hook(int handle);

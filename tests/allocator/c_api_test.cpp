@@ -108,6 +108,12 @@ TEST_F(CApi, BadInputIsRejectedWithoutStateChange) {
        [&] { return cudacache_unregister_retry_hook(12345); }},
       {"configure NULL", CUDACACHE_INVALID_ARGUMENT, "config is NULL",
        [&] { return cudacache_configure(nullptr); }},
+      {"history device 7", CUDACACHE_INVALID_DEVICE, "invalid device ordinal 7",
+       [&] { return cudacache_record_history(7, 10); }},
+      {"history device -2", CUDACACHE_INVALID_DEVICE, "invalid device ordinal -2",
+       [&] { return cudacache_record_history(-2, 10); }},
+      {"history SIZE_MAX entries", CUDACACHE_INVALID_ARGUMENT, "above the maximum 100000000",
+       [&] { return cudacache_record_history(0, SIZE_MAX); }},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(c.call(), c.expected) << c.what;
@@ -122,7 +128,57 @@ TEST_F(CApi, BadInputIsRejectedWithoutStateChange) {
   EXPECT_EQ(cudacache_memory_stats_json(9, nullptr, 0), -1);
   EXPECT_NE(std::string(cudacache_last_error()).find("invalid device"), std::string::npos);
   EXPECT_EQ(cudacache_memory_allocated(9), 0u);
+  EXPECT_EQ(cudacache_history_csv(9, nullptr, 0), -1);
+  EXPECT_NE(std::string(cudacache_last_error()).find("invalid device ordinal 9"), std::string::npos);
   cudacache_free(live, 5000, 0, nullptr);
+}
+
+TEST_F(CApi, HistoryIsRecordedOnRequestAndExported) {
+  void* before = cudacache_malloc(100, 0, nullptr);  // not recorded: live before the start
+  ASSERT_EQ(cudacache_record_history(-1, 1000), CUDACACHE_OK);
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  cudacache_free(p, 1000, 0, nullptr);
+  cudacache_empty_cache();
+  const int needed = cudacache_history_csv(0, nullptr, 0);
+  ASSERT_GT(needed, 0);
+  std::string csv(static_cast<std::size_t>(needed) + 1, '\0');
+  EXPECT_EQ(cudacache_history_csv(0, csv.data(), csv.size()), needed);
+  csv.resize(static_cast<std::size_t>(needed));
+  EXPECT_EQ(csv,
+            "op,id,size,stream\n"
+            "alloc,0,100,0\n"  // prelude: live, allocated before the recording
+            "alloc,1,1000,0\n"
+            "free,1,1000,0\n"
+            "empty_cache,,,\n");
+  char small[8];
+  EXPECT_EQ(cudacache_history_csv(0, small, sizeof small), needed);
+  EXPECT_EQ(std::string(small), csv.substr(0, sizeof small - 1));
+  const std::string snapshot = state();
+  EXPECT_NE(snapshot.find("{\"action\":\"alloc\",\"addr\":"), std::string::npos) << snapshot;
+  EXPECT_NE(snapshot.find("\"action\":\"empty_cache\""), std::string::npos);
+  ASSERT_EQ(cudacache_record_history(0, 0), CUDACACHE_OK);  // stop: entries stay
+  cudacache_free(before, 100, 0, nullptr);
+  EXPECT_EQ(cudacache_history_csv(0, nullptr, 0), needed - static_cast<int>(sizeof "alloc,0,100,0\n") + 1);
+}
+
+TEST_F(CApi, HistoryFromTheEnvironment) {
+  ASSERT_EQ(setenv("CUDACACHE_CONF", "record_history:3", 1), 0);
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  cudacache_free(p, 1000, 0, nullptr);
+  std::string csv(256, '\0');
+  const int length = cudacache_history_csv(0, csv.data(), csv.size());
+  ASSERT_GT(length, 0);
+  csv.resize(static_cast<std::size_t>(length));
+  // The newest 3 entries: alloc, free_requested, free_completed (segment_alloc dropped).
+  EXPECT_EQ(csv, "op,id,size,stream\nalloc,0,1000,0\nfree,0,1000,0\n");
+}
+
+TEST_F(CApi, BadHistoryValueInTheEnvironmentIsAConfigError) {
+  ASSERT_EQ(setenv("CUDACACHE_CONF", "record_history:-1", 1), 0);
+  EXPECT_EQ(cudacache_record_history(0, 10), CUDACACHE_CONFIG);
+  const std::string message = cudacache_last_error();
+  EXPECT_NE(message.find("record_history"), std::string::npos) << message;
+  EXPECT_NE(message.find("from 0 (off) to 100000000"), std::string::npos) << message;
 }
 
 TEST_F(CApi, FreeWithWrongSizeAndDoubleFreeAreErrors) {

@@ -108,6 +108,22 @@ TEST_F(CppApi, RetryHookAsStdFunction) {
   cudacache::remove_retry_hook(handle);
 }
 
+TEST_F(CppApi, HistoryRecordAndCsv) {
+  cudacache::record_history(10);
+  { cudacache::DeviceBuffer buffer(3000); }
+  EXPECT_EQ(cudacache::history_csv(), "op,id,size,stream\nalloc,0,3000,0\nfree,0,3000,0\n");
+  EXPECT_NE(cudacache::snapshot_json(0).find("\"action\":\"free_completed\""),
+            std::string::npos);
+  cudacache::record_history(0);
+  try {
+    cudacache::record_history(10, 5);
+    ADD_FAILURE() << "no error for device 5";
+  } catch (const cudacache::Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_INVALID_DEVICE);
+  }
+  EXPECT_THROW(cudacache::history_csv(-3), cudacache::Error);
+}
+
 TEST_F(CppApi, RecordStream) {
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);

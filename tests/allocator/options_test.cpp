@@ -82,7 +82,7 @@ TEST(Options, DescribeDocumentsEveryOption) {
   expect_lists_keys(text);
   EXPECT_NE(text.find("max_split_size_mb = 64 (default unlimited)"), std::string::npos) << text;
   EXPECT_NE(text.find("not supported yet"), std::string::npos);
-  EXPECT_NE(text.find("does not record history yet"), std::string::npos);
+  EXPECT_NE(text.find("_record_memory_history(max_entries=N)"), std::string::npos);
 }
 
 TEST(Options, UnknownKeyIsNamedWithValidKeys) {
@@ -115,6 +115,7 @@ TEST(Options, MalformedValuesNameKeyAndValue) {
       {"per_process_memory_fraction:-0.1", "'-0.1' for per_process_memory_fraction"},
       {"expandable_segments:yes", "'yes' for expandable_segments"},
       {"record_history:-1", "'-1' for record_history"},
+      {"record_history:100000001", "'100000001' for record_history"},
       {"max_split_size_mb", "has no ':value'"},
       {"max_split_size_mb:64,,record_history:1", "empty entry"},
       {"]", "unbalanced ']'"},

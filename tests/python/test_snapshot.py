@@ -18,7 +18,9 @@ SEGMENT_KEYS = {"device": int, "address": int, "total_size": int, "allocated_siz
 BLOCK_KEYS = {"address": int, "size": int, "requested_size": int, "state": str, "frames": list}
 BLOCK_STATES = {"active_allocated", "active_pending_free", "inactive"}
 TRACE_ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-                 "segment_map", "segment_unmap", "snapshot", "oom"}
+                 "segment_map", "segment_unmap", "snapshot", "oom",
+                 "empty_cache"}  # empty_cache: cudacache's extension
+TRACE_KEYS = {"action": str, "size": int, "stream": int, "time_us": int, "frames": list}
 
 # The opcodes the JavaScript unpickler of pytorch.org/memory_viz (torch/utils/viz/MemoryViz.js)
 # implements; any other opcode makes the page fail to open the file.
@@ -45,7 +47,10 @@ class SnapshotTest(support.AllocatorTestCase):
             self.assertIsInstance(trace, list)
             for entry in trace:
                 self.assertIn(entry["action"], TRACE_ACTIONS)
-                self.assertIsInstance(entry["frames"], list)
+                for key, type_ in TRACE_KEYS.items():
+                    self.assertIsInstance(entry[key], type_, key)
+                address_key = "device_free" if entry["action"] == "oom" else "addr"
+                self.assertIsInstance(entry[address_key], int, address_key)
         for segment in data["segments"]:
             for key, type_ in SEGMENT_KEYS.items():
                 self.assertIsInstance(segment[key], type_, key)
@@ -137,6 +142,79 @@ class SnapshotTest(support.AllocatorTestCase):
         self.assertLessEqual(raw[1], 4, "memory_viz reads protocols 2 to 4 only")
         opcodes = {opcode.name for opcode, _, _ in pickletools.genops(raw)}
         self.assertEqual(opcodes - MEMORY_VIZ_OPCODES, set())
+
+    def record(self, max_entries=1000):
+        cudacache.record_history(max_entries)
+        # Leave no entries behind for the other tests: a new start drops them, a stop ends it.
+        self.addCleanup(cudacache.record_history, 0)
+        self.addCleanup(cudacache.record_history, 1)
+
+    def test_dump_snapshot_carries_the_recorded_history(self):
+        self.assertEqual(cudacache.snapshot(0)["device_traces"], [[]])  # off by default
+        self.record()
+        ptr = self.alloc(5000)
+        self.free(ptr)
+        cudacache.empty_cache()
+        with tempfile.TemporaryDirectory() as temp:
+            path = os.path.join(temp, "snapshot.pickle")
+            written = cudacache.dump_snapshot(path)
+            with open(path, "rb") as file:
+                raw = file.read()
+        loaded = PlainDataUnpickler(io.BytesIO(raw)).load()
+        self.assertEqual(loaded, written)
+        self.check_schema(loaded)
+        opcodes = {opcode.name for opcode, _, _ in pickletools.genops(raw)}
+        self.assertEqual(opcodes - MEMORY_VIZ_OPCODES, set())
+        trace = loaded["device_traces"][0]
+        self.assertEqual([entry["action"] for entry in trace],
+                         ["segment_alloc", "alloc", "free_requested", "free_completed",
+                          "segment_free", "empty_cache"])
+        segment_alloc, alloc, free_requested, free_completed, segment_free, empty = trace
+        self.assertEqual((alloc["addr"], alloc["size"], alloc["block_size"], alloc["stream"]),
+                         (ptr, 5000, round512(5000), 0))
+        self.assertEqual(free_completed["addr"], ptr)
+        self.assertEqual(segment_alloc["size"], 2 * MiB)
+        self.assertEqual(segment_free["addr"], segment_alloc["addr"])
+        self.assertEqual(empty["size"], 2 * MiB)
+        times = [entry["time_us"] for entry in trace]
+        self.assertEqual(times, sorted(times))
+        self.assertGreater(times[0], 1_600_000_000 * 1_000_000)  # microseconds since the epoch
+        for entry in trace:
+            self.assertEqual(entry["frames"], [])
+        # Stopping keeps what was recorded.
+        cudacache.record_history(0)
+        self.free(self.alloc(100))
+        self.assertEqual(cudacache.snapshot()["device_traces"][0], trace)
+
+    def test_history_csv_is_a_replay_trace(self):
+        self.record()
+        first = self.alloc(1000)
+        second = self.alloc(3 * MiB)
+        self.free(first)
+        cudacache.empty_cache()
+        self.assertEqual(cudacache.history_csv(0),
+                         "op,id,size,stream\n"
+                         "alloc,0,1000,0\n"
+                         f"alloc,1,{3 * MiB},0\n"
+                         "free,0,1000,0\n"
+                         "empty_cache,,,\n")
+        self.free(second)
+
+    def test_history_bad_input(self):
+        with self.assertRaises(ValueError):
+            cudacache.record_history(-1)
+        with self.assertRaises(ValueError):
+            cudacache.record_history(cudacache._snapshot.MAX_HISTORY_ENTRIES + 1)
+        with self.assertRaises(TypeError):
+            cudacache.record_history("100")
+        with self.assertRaisesRegex(cudacache.CudacacheError, "invalid device ordinal 7"):
+            cudacache.record_history(10, device=7)
+        with self.assertRaisesRegex(cudacache.CudacacheError, "invalid device ordinal 7"):
+            cudacache.history_csv(7)
+        # The C ABI checks the bound itself.
+        status = self.lib.cudacache_record_history(0, 2**64 - 1)
+        self.assertEqual(self.lib.status_name(status), "CUDACACHE_INVALID_ARGUMENT")
+        self.assertIn("above the maximum", self.lib.last_error())
 
     def test_restricted_unpickler_rejects_objects(self):
         raw = pickle.dumps({"segments": [ValueError("x")]}, protocol=cudacache.PICKLE_PROTOCOL)

@@ -216,6 +216,20 @@ class PatchTest(InstallTestCase):
             self.assertEqual(dumped["segments"], cudacache.memory_snapshot())
         finally:
             self.free_fn(ptr, 1000, 0, None)
+        memory._record_memory_history(max_entries=100)
+        try:
+            self.free_fn(self.alloc_fn(3000, 0, None), 3000, 0, None)
+            with tempfile.TemporaryDirectory() as temp:
+                path = os.path.join(temp, "dump.pickle")
+                memory._dump_snapshot(path)
+                with open(path, "rb") as file:
+                    dumped = PlainDataUnpickler(io.BytesIO(file.read())).load()
+            self.assertEqual([(e["action"], e["size"]) for e in dumped["device_traces"][0]],
+                             [("alloc", 3000), ("free_requested", 3000), ("free_completed", 3000)])
+        finally:
+            memory._record_memory_history(enabled=None)
+        cudacache.record_history(1)  # drop the entries for the tests that follow
+        cudacache.record_history(0)
         self.assertGreater(cuda.memory_reserved(0), 0)
         cuda.empty_cache()
         self.assertEqual(cuda.memory_reserved(0), 0)

@@ -33,7 +33,15 @@ from ._memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from ._snapshot import PICKLE_PROTOCOL, device_count, dump_snapshot, memory_snapshot, snapshot
+from ._snapshot import (
+    PICKLE_PROTOCOL,
+    device_count,
+    dump_snapshot,
+    history_csv,
+    memory_snapshot,
+    record_history,
+    snapshot,
+)
 
 __all__ = [
     "ConfigurationError",
@@ -48,6 +56,7 @@ __all__ = [
     "device_index",
     "dump_snapshot",
     "empty_cache",
+    "history_csv",
     "last_error",
     "library_path",
     "load_library",
@@ -59,6 +68,7 @@ __all__ = [
     "memory_stats",
     "raw_alloc",
     "raw_free",
+    "record_history",
     "record_stream",
     "remove_retry_hook",
     "reset_accumulated_memory_stats",

@@ -76,6 +76,8 @@ PROTOTYPES = {
     "cudacache_reset_accumulated_memory_stats": (_c_int, [_c_int]),
     "cudacache_memory_stats_json": (_c_int, [_c_int, _c_char_p, _c_size_t]),
     "cudacache_snapshot_json": (_c_int, [_c_int, _c_char_p, _c_size_t]),
+    "cudacache_record_history": (_c_int, [_c_int, _c_size_t]),
+    "cudacache_history_csv": (_c_int, [_c_int, _c_char_p, _c_size_t]),
     "cudacache_configure": (_c_int, [_c_char_p]),
     "cudacache_config_help": (_c_char_p, []),
     "cudacache_register_retry_hook": (_c_int, [RETRY_HOOK_FN, _c_void_p]),

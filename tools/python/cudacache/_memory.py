@@ -22,18 +22,23 @@ def _check(lib, status, what):
         raise CudacacheError(f"{what}: {lib.status_name(status)}: {lib.last_error()}")
 
 
-def read_json(call):
-    """Calls an snprintf-style `call(buffer, length) -> needed` and parses the JSON it wrote."""
+def read_text(call):
+    """Calls an snprintf-style `call(buffer, length) -> needed` and returns the text it wrote."""
     lib = _library.get()
     length = 1 << 14
     while True:
         buffer = ctypes.create_string_buffer(length)
         needed = call(buffer, length)
         if needed < 0:
-            raise CudacacheError(lib.last_error() or "cudacache could not produce its JSON")
+            raise CudacacheError(lib.last_error() or "cudacache could not produce its document")
         if needed < length:
-            return json.loads(buffer.value.decode())
+            return buffer.value.decode()
         length = needed + 1
+
+
+def read_json(call):
+    """Like read_text, and parses the JSON."""
+    return json.loads(read_text(call))
 
 
 def memory_allocated(device=None):

@@ -11,7 +11,7 @@ import pickle
 from . import _library
 from ._device import device_index
 from ._errors import CudacacheError
-from ._memory import read_json
+from ._memory import _check, read_json, read_text
 
 # The protocol of the pickle dump_snapshot() writes. PyTorch's _dump_snapshot uses Python's
 # default, which is 4 up to Python 3.13 and 5 from 3.14; the JavaScript unpickler of
@@ -64,6 +64,38 @@ def snapshot(device=None):
             traces.append(_with_frames(device_traces[0]) if device_traces else [])
     segments.sort(key=lambda segment: (segment.get("device", 0), segment["address"]))
     return {"segments": segments, "device_traces": traces}
+
+
+# Entries a recording keeps by default (PyTorch's scripts commonly pass max_entries=100000).
+DEFAULT_HISTORY_ENTRIES = 100_000
+MAX_HISTORY_ENTRIES = 100_000_000  # kMaxHistoryEntries in allocator/history.h
+
+
+def record_history(max_entries=DEFAULT_HISTORY_ENTRIES, device=None):
+    """Starts recording the allocation history of `device`, or stops it with max_entries=0.
+
+    Like torch.cuda.memory._record_memory_history(max_entries=N): a ring of the newest N
+    alloc / free_requested / free_completed / segment_alloc / segment_free / oom / empty_cache
+    entries, which snapshot() and dump_snapshot() then carry in device_traces (with empty
+    frames: no Python stacks are recorded). Starting drops earlier entries; stopping keeps them
+    until the next start. At most MAX_HISTORY_ENTRIES; CUDACACHE_CONF="record_history:N" records
+    every device from its first use instead.
+    """
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+        raise TypeError(f"max_entries must be an int, got {max_entries!r}")
+    if not 0 <= max_entries <= MAX_HISTORY_ENTRIES:
+        raise ValueError(f"max_entries must be 0 (stop) to {MAX_HISTORY_ENTRIES}, got {max_entries}")
+    lib = _library.get()
+    _check(lib, lib.cudacache_record_history(device_index(device), max_entries),
+           "cudacache_record_history")
+
+
+def history_csv(device=None):
+    """The recorded history of `device` as replay CSV text ("op,id,size,stream"), the input of
+    cudacache-replay (see allocator/history_csv.h for the conversion rules)."""
+    lib = _library.get()
+    index = device_index(device)
+    return read_text(lambda buffer, length: lib.cudacache_history_csv(index, buffer, length))
 
 
 def memory_snapshot():

@@ -31,6 +31,7 @@ Importing this module does not import torch; every function imports it when call
 
 import contextlib
 import os
+import sys
 import threading
 
 from . import _library, _memory, _snapshot
@@ -63,7 +64,7 @@ PATCHED_FUNCTIONS = (
     "memory_snapshot",
 )
 # Replaced in torch.cuda.memory only (private there, absent from torch.cuda).
-PATCHED_PRIVATE_FUNCTIONS = ("_snapshot", "_dump_snapshot")
+PATCHED_PRIVATE_FUNCTIONS = ("_snapshot", "_dump_snapshot", "_record_memory_history")
 # torch.Tensor.record_stream is wrapped: PyTorch's pluggable allocator drops record_stream
 # (it has no hook for it), so without this a block used on a second stream could be reused
 # while that stream still works on it.
@@ -155,6 +156,14 @@ def _replacements():
     def dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
         _snapshot.dump_snapshot(filename)
 
+    def record_memory_history(enabled="all", context="all", stacks="all",
+                              max_entries=sys.maxsize, device=None, **_ignored):
+        # No Python stacks are recorded (context/stacks are accepted and ignored). PyTorch 2.0's
+        # form passed a bool and trace_alloc_max_entries.
+        max_entries = _ignored.get("trace_alloc_max_entries", max_entries)
+        entries = min(max_entries, _snapshot.MAX_HISTORY_ENTRIES) if enabled else 0
+        _snapshot.record_history(entries, device)
+
     functions = {
         "memory_allocated": _memory.memory_allocated,
         "memory_reserved": _memory.memory_reserved,
@@ -168,6 +177,7 @@ def _replacements():
         "memory_snapshot": memory_snapshot,
         "_snapshot": snapshot_all,
         "_dump_snapshot": dump_snapshot,
+        "_record_memory_history": record_memory_history,
     }
     wrapped = {}
     for name, function in functions.items():
