@@ -55,5 +55,13 @@ bench() {
     "$(awk -v a="$t0" -v b="$t1" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }')" \
     "$same"
 }
+# The plain pair loop, built here the way any program is built against the shared runtime.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+loop=$(mktemp -d)/alloc_free_loop
+"${CXX:-g++}" -O2 -std=c++17 -I"$cuda_home/include" "$(dirname "$0")/alloc_free_loop.cpp" \
+  -o "$loop" -L"$cuda_home/lib64" -lcudart -Wl,-rpath,"$cuda_home/lib64" -Wl,--enable-new-dtags
+
+bench "alloc_free_loop (200000 x 1 KiB)" "$loop" 200000 1024
+bench "alloc_free_loop (200000 x 24 MiB)" "$loop" 200000 25165824
 bench "alloc_program (nvcc, $rounds rounds)" "$build/tests/preload/preload_alloc_program_nvcc" "$rounds"
 bench "threaded_stress (4 x $rounds ops)" "$build/tests/preload/preload_threaded_stress" 4 "$rounds"

@@ -1,0 +1,79 @@
+#include "cached_memory.h"
+
+#include "device_caches.h"
+#include "real_runtime.h"
+#include "segment_registry.h"
+
+namespace cudacache::preload {
+
+cudaStream_t async_stream_key(cudaStream_t stream, bool per_thread) {
+  if (stream != nullptr) return stream;
+  return per_thread ? cudaStreamPerThread : cudaStreamLegacy;
+}
+
+void* allocate_cached(int device, std::size_t size, cudaStream_t stream_key) {
+  DeviceAllocator* allocator = allocator_for(device);
+  if (allocator == nullptr) return nullptr;
+  // Note [Pending errors]: the allocator clears the runtime errors of its own failed calls
+  // (cudaGetLastError), and a failed call overwrites the thread's last error anyway, so a
+  // cache miss under memory pressure would lose an error the program has not read yet. Such a
+  // program gets the real function, which leaves that error alone, and the memory the cache
+  // holds is given back first so that the real function finds what it would have found.
+  if (real::cudaPeekAtLastError() != cudaSuccess) {
+    counters(device).passed_through.fetch_add(1, std::memory_order_relaxed);
+    try {
+      allocator->empty_cache();
+    } catch (const std::exception&) {  // nothing to give back then
+    }
+    return nullptr;
+  }
+  try {
+    void* ptr = allocator->allocate(size, stream_key);
+    counters(device).requests.fetch_add(1, std::memory_order_relaxed);
+    return ptr;
+  } catch (const std::exception&) {  // OutOfMemoryError, cudacache::Error, std::bad_alloc
+    counters(device).passed_through.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+}
+
+FreeResult free_synchronized(void* ptr) {
+  const int device = segment_device(ptr);
+  if (device < 0) return {FreeOutcome::kNotOurs, cudaSuccess};
+  DeviceAllocator* allocator = existing_allocator(device);
+  if (allocator == nullptr) return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  const cudaError_t synchronized = synchronize_device(device);
+  if (!allocator->deallocate_if_owned(ptr)) return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  counters(device).frees.fetch_add(1, std::memory_order_relaxed);
+  return {FreeOutcome::kFreed, synchronized};
+}
+
+FreeResult free_stream_ordered(void* ptr, cudaStream_t stream_key) {
+  const int device = segment_device(ptr);
+  if (device < 0) return {FreeOutcome::kNotOurs, cudaSuccess};
+  DeviceAllocator* allocator = existing_allocator(device);
+  if (allocator == nullptr) return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  bool wait_for_stream = stream_key == cudaStreamPerThread;  // Note [Per-thread streams]
+  if (!wait_for_stream) {
+    try {
+      // The block stays out of the pool until an event on the freeing stream completes.
+      allocator->record_stream(ptr, stream_key);
+    } catch (const Error& error) {
+      if (error.status() == CUDACACHE_UNKNOWN_POINTER) {
+        return {FreeOutcome::kInvalidPointer, cudaSuccess};
+      }
+      wait_for_stream = true;  // a stream the allocator cannot record on (another device)
+    } catch (const std::exception&) {
+      wait_for_stream = true;
+    }
+  }
+  if (wait_for_stream) {
+    const cudaError_t error = real::cudaStreamSynchronize(stream_key);
+    if (error != cudaSuccess) return {FreeOutcome::kFailed, error};
+  }
+  if (!allocator->deallocate_if_owned(ptr)) return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  counters(device).frees.fetch_add(1, std::memory_order_relaxed);
+  return {FreeOutcome::kFreed, cudaSuccess};
+}
+
+}  // namespace cudacache::preload

@@ -1,0 +1,157 @@
+// The interposed runtime API: cudaMalloc, cudaFree, cudaMallocAsync, cudaFreeAsync (and their
+// _ptsz names), cudaMemGetInfo, cudaDeviceReset.
+//
+// Whatever cudacache does not serve goes to the real function with the caller's arguments,
+// so invalid arguments (a NULL devPtr, an unknown pointer, a bad stream) get the real
+// runtime's error codes and last-error behaviour. cudaFree(NULL), which programs use to create
+// the context, is forwarded too.
+//
+// Note [Out of memory]: when the allocator fails after its whole retry ladder (it has
+// released every cached block it could), the request goes to the real runtime. Either it
+// succeeds, because the program asked for less than the segment cudacache wanted, and the
+// memory is passed through from then on; or it fails and the runtime itself records
+// cudaErrorMemoryAllocation as the thread's last error: cudaGetLastError and
+// cudaPeekAtLastError then behave exactly as they would without cudacache.
+#include "runtime_hooks.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "cached_memory.h"
+#include "device_caches.h"
+#include "export.h"
+#include "real_runtime.h"
+#include "reentrancy.h"
+
+namespace cudacache::preload {
+namespace {
+
+int current_device() {
+  int device = -1;
+  return real::cudaGetDevice(&device) == cudaSuccess ? device : -1;
+}
+
+template <typename Forward>
+cudaError_t allocate(void** ptr, std::size_t size, cudaStream_t stream_key, Forward forward) {
+  if (inside_cudacache()) return forward();
+  const InsideCudacache inside;
+  if (ptr == nullptr || size == 0) return forward();
+  void* cached = allocate_cached(current_device(), size, stream_key);
+  if (cached == nullptr) return forward();
+  *ptr = cached;
+  return cudaSuccess;
+}
+
+template <typename Forward>
+cudaError_t finish_free(FreeResult result, Forward forward) {
+  switch (result.outcome) {
+    case FreeOutcome::kNotOurs:
+      return forward();
+    case FreeOutcome::kInvalidPointer:
+      return real::record_invalid_free();  // Note [Never pass our memory on]
+    case FreeOutcome::kFreed:
+    case FreeOutcome::kFailed:
+      break;
+  }
+  return result.error;
+}
+
+template <typename Forward>
+cudaError_t free_async(void* ptr, cudaStream_t stream, bool per_thread, Forward forward) {
+  if (inside_cudacache() || ptr == nullptr) return forward();
+  const InsideCudacache inside;
+  return finish_free(free_stream_ordered(ptr, async_stream_key(stream, per_thread)), forward);
+}
+
+}  // namespace
+}  // namespace cudacache::preload
+
+namespace preload = cudacache::preload;
+namespace real = cudacache::preload::real;
+
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  return preload::allocate(devPtr, size, nullptr, [&] { return real::cudaMalloc(devPtr, size); });
+}
+
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaFree(void* devPtr) {
+  if (preload::inside_cudacache() || devPtr == nullptr) return real::cudaFree(devPtr);
+  const preload::InsideCudacache inside;
+  return preload::finish_free(preload::free_synchronized(devPtr),
+                              [&] { return real::cudaFree(devPtr); });
+}
+
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMallocAsync(void** devPtr, size_t size,
+                                                     cudaStream_t hStream) {
+  return preload::allocate(devPtr, size, preload::async_stream_key(hStream, false),
+                           [&] { return real::cudaMallocAsync(devPtr, size, hStream); });
+}
+
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
+                                                          cudaStream_t hStream) {
+  return preload::allocate(devPtr, size, preload::async_stream_key(hStream, true),
+                           [&] { return real::cudaMallocAsync_ptsz(devPtr, size, hStream); });
+}
+
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  return preload::free_async(devPtr, hStream, false,
+                             [&] { return real::cudaFreeAsync(devPtr, hStream); });
+}
+
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) {
+  return preload::free_async(devPtr, hStream, true,
+                             [&] { return real::cudaFreeAsync_ptsz(devPtr, hStream); });
+}
+
+// Memory held in the cache (reserved but not allocated) counts as free: programs that size
+// themselves from cudaMemGetInfo would otherwise shrink, or fail, by the size of the cache.
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  const cudaError_t error = real::cudaMemGetInfo(free, total);
+  if (error != cudaSuccess || preload::inside_cudacache()) return error;
+  const preload::InsideCudacache inside;
+  const cudacache::DeviceAllocator* allocator =
+      preload::existing_allocator(preload::current_device());
+  if (allocator == nullptr) return error;
+  const cudacache::MemoryStats stats = allocator->stats();
+  const auto reserved = stats.reserved_bytes[cudacache::kAllPools].current;
+  const auto allocated = stats.allocated_bytes[cudacache::kAllPools].current;
+  const auto cached = static_cast<size_t>(std::max<std::int64_t>(reserved - allocated, 0));
+  *free = std::min(*total, *free + cached);
+  return error;
+}
+
+// Everything cudacache holds for the device goes back first: the reset would free it under
+// the cache otherwise.
+CUDACACHE_PRELOAD_EXPORT cudaError_t cudaDeviceReset(void) {
+  if (!preload::inside_cudacache()) {
+    const preload::InsideCudacache inside;
+    preload::release_device(preload::current_device());
+  }
+  return real::cudaDeviceReset();
+}
+
+namespace cudacache::preload {
+
+// Here, next to the definitions: elsewhere `&::cudaMalloc` is an undefined reference, which
+// --wrap would turn into __wrap_cudaMalloc.
+void* runtime_hook(const char* name) {
+  struct Hook {
+    const char* name;
+    void* function;
+  };
+  static const Hook kHooks[] = {
+      {"cudaMalloc", reinterpret_cast<void*>(&::cudaMalloc)},
+      {"cudaFree", reinterpret_cast<void*>(&::cudaFree)},
+      {"cudaMallocAsync", reinterpret_cast<void*>(&::cudaMallocAsync)},
+      {"cudaFreeAsync", reinterpret_cast<void*>(&::cudaFreeAsync)},
+      {"cudaMallocAsync_ptsz", reinterpret_cast<void*>(&::cudaMallocAsync_ptsz)},
+      {"cudaFreeAsync_ptsz", reinterpret_cast<void*>(&::cudaFreeAsync_ptsz)},
+      {"cudaMemGetInfo", reinterpret_cast<void*>(&::cudaMemGetInfo)},
+      {"cudaDeviceReset", reinterpret_cast<void*>(&::cudaDeviceReset)},
+  };
+  for (const Hook& hook : kHooks) {
+    if (std::strcmp(name, hook.name) == 0) return hook.function;
+  }
+  return nullptr;
+}
+
+}  // namespace cudacache::preload
