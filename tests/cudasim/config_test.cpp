@@ -99,13 +99,28 @@ TEST_F(Config, NoReportByDefault) {
 
 // cudasim exports only what it implements, so the dynamic linker itself reports a call to
 // anything else, naming the function.
+// CUDASIM_VERBOSE=1 names each driver function a program looks up and cudasim lacks.
+TEST_F(Config, VerboseLogsMissingDriverLookups) {
+  const ProbeRun quiet = run_probe("-u CUDASIM_VERBOSE", "lookup");
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output, "missing=1 present=1\n");
+  const ProbeRun verbose = run_probe("CUDASIM_VERBOSE=1", "lookup");
+  EXPECT_EQ(verbose.exit_code, 0) << verbose.output;
+  EXPECT_EQ(verbose.output,
+            "cudasim: driver function cuNoSuchFunction looked up (CUDA 12000): not provided\n"
+            "missing=1 present=1\n");
+  const ProbeRun bad = run_probe("CUDASIM_VERBOSE=yes", "lookup");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("invalid CUDASIM_VERBOSE='yes'"), std::string::npos) << bad.output;
+}
+
 TEST_F(Config, UnimplementedFunctionFailsLoudlyNamingIt) {
   for (const char* binding : {"-u LD_BIND_NOW", "LD_BIND_NOW=1"}) {
     const ProbeRun run = run_probe(binding, "unimplemented");
     EXPECT_NE(run.exit_code, 0) << binding;
-    EXPECT_NE(run.output.find("undefined symbol: cudaMallocManaged"), std::string::npos)
+    EXPECT_NE(run.output.find("undefined symbol: cudaMallocPitch"), std::string::npos)
         << binding << ": " << run.output;
-    EXPECT_EQ(run.output.find("cudaMallocManaged returned"), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("cudaMallocPitch returned"), std::string::npos) << run.output;
   }
 }
 

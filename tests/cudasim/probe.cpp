@@ -2,6 +2,7 @@
 //   probe devices        prints "devices=N capacity=BYTES"
 //   probe alloc          a fixed sequence of allocations (see config_test's report check)
 //   probe unimplemented  calls a runtime function cudasim does not implement
+//   probe lookup         looks up a driver function cudasim lacks, and one it has
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -68,10 +69,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (std::strcmp(argv[1], "alloc") == 0) return alloc();
+  if (std::strcmp(argv[1], "lookup") == 0) {
+    const bool missing = driver<void*>("cuNoSuchFunction") == nullptr;
+    const bool present = driver<void*>("cuMemCreate") != nullptr;
+    std::printf("missing=%d present=%d\n", missing ? 1 : 0, present ? 1 : 0);
+    return 0;
+  }
   if (std::strcmp(argv[1], "unimplemented") == 0) {
+    // A function cudasim does not export at all (cudaMallocManaged, used here before, is now a
+    // loud not-supported stub because PyTorch's libraries import it).
     void* p = nullptr;
-    const cudaError_t e = cudaMallocManaged(&p, 16, cudaMemAttachGlobal);
-    std::printf("cudaMallocManaged returned %d\n", static_cast<int>(e));
+    size_t pitch = 0;
+    const cudaError_t e = cudaMallocPitch(&p, &pitch, 16, 16);
+    std::printf("cudaMallocPitch returned %d\n", static_cast<int>(e));
     return 0;
   }
   return fail("mode");

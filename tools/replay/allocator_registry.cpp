@@ -6,6 +6,7 @@
 #include "cub_allocator.h"
 #include "nocache_allocator.h"
 #include "replay_allocator.h"
+#include "torch_allocator.h"
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
 #include "cudacache_allocator.h"
 #endif
@@ -45,6 +46,9 @@ std::vector<AllocatorSpec> known_allocators() {
       {"cub",
        "cub::CachingDeviceAllocator, default bins (512 B..2 MiB, growth 8), unlimited cache"},
       {"nocache", "one cudaMalloc/cudaFree per request"},
+      {"torch-native",
+       "PyTorch's own caching allocator (needs torch; replayed by tools/torch_replay)"},
+      {"torch-expandable", "PyTorch's own allocator with expandable_segments:True"},
   };
 }
 
@@ -55,6 +59,7 @@ std::vector<std::string> default_allocator_names() {
 
 void validate_allocator_name(const std::string& name) {
   if (name == "nocache" || name == "cub") return;
+  if (is_torch_allocator(name)) return check_torch_available(name);
   if (!is_cudacache_name(name)) unknown_allocator(name);
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
   if (name.starts_with(kCudacachePrefix))

@@ -12,6 +12,7 @@
 #include "simulated_device.h"
 #include "snapshot_converter.h"
 #include "synthetic_workload.h"
+#include "torch_allocator.h"
 #include "trace_csv.h"
 
 namespace cudacache::replay {
@@ -69,6 +70,12 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
   if (!capacity && running_on_simulator()) capacity = default_capacity(trace);
   for (const std::string& allocator : line.allocators) {
     const std::string label = trace.name + ": " + allocator;
+    if (is_torch_allocator(allocator)) {  // the whole replay runs in a PyTorch process
+      if (!capacity) throw UsageError(allocator + " runs on cudasim only (not with --real-gpu)");
+      bar.update(label + " (PyTorch process)", 0, 1);
+      report.results.push_back(replay_with_torch(trace, allocator, *capacity, line.min_capacity));
+      continue;
+    }
     ReplayResult result =
         replay_trace(trace, allocator, capacity,
                      [&](std::size_t done, std::size_t total) { bar.update(label, done, total); });

@@ -25,6 +25,11 @@ cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned i
 cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int flags,
                          DefaultStream mode);
 
+// The driver functions cudasim provides, by name, as cuGetProcAddress finds them. Logs a miss
+// to stderr under CUDASIM_VERBOSE=1.
+enum class DriverLookup { Found, NotFound, VersionTooLow };
+DriverLookup lookup_driver_symbol(const char* symbol, int cuda_version, void** function);
+
 cudaError_t driver_entry_point(const char* symbol, void** function, int cuda_version,
                                unsigned long long flags,
                                cudaDriverEntryPointQueryResult* status);

@@ -3,6 +3,8 @@
 //   CUDASIM_CAPACITY  bytes per device: a number with an optional suffix K/M/G/T or KiB/MiB/
 //                     GiB/TiB (powers of 2) or KB/MB/GB/TB (powers of 10) (default 80GiB)
 //   CUDASIM_REPORT    1: print one summary line to stderr at exit
+//   CUDASIM_VERBOSE   1: log to stderr every driver function looked up by name
+//                     (cudaGetDriverEntryPoint*, cuGetProcAddress) that cudasim lacks
 // A bad value is fatal at load time: a simulator silently running with a default would make
 // tests pass for the wrong reason.
 #include <unistd.h>
@@ -79,6 +81,13 @@ Config load_config() {
       config.report = true;
     } else if (std::strcmp(v, "0") != 0 && v[0] != '\0') {
       bad_value("CUDASIM_REPORT", v, "0 or 1");
+    }
+  }
+  if (const char* v = std::getenv("CUDASIM_VERBOSE")) {
+    if (std::strcmp(v, "1") == 0) {
+      config.verbose = true;
+    } else if (std::strcmp(v, "0") != 0 && v[0] != '\0') {
+      bad_value("CUDASIM_VERBOSE", v, "0 or 1");
     }
   }
   return config;

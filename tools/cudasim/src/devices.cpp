@@ -8,9 +8,7 @@
 
 namespace cudasim {
 
-namespace {
-
-std::optional<int> attribute(cudaDeviceAttr attr, int device) {
+std::optional<int> device_attribute(cudaDeviceAttr attr, int device) {
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock: return 1024;
     case cudaDevAttrMaxBlockDimX: return 1024;
@@ -77,6 +75,8 @@ std::optional<int> attribute(cudaDeviceAttr attr, int device) {
   }
 }
 
+namespace {
+
 cudaError_t check_device(int device) {
   return valid_device(state(), device) ? cudaSuccess : cudaErrorInvalidDevice;
 }
@@ -123,7 +123,7 @@ cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int fl
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (value == nullptr) return finish(cudaErrorInvalidValue);
   if (const cudaError_t e = check_device(device); e != cudaSuccess) return finish(e);
-  const std::optional<int> v = attribute(attr, device);
+  const std::optional<int> v = device_attribute(attr, device);
   if (!v) return finish(cudaErrorInvalidValue);
   *value = *v;
   return cudaSuccess;
@@ -140,7 +140,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   for (size_t i = 0; i < sizeof(prop->uuid.bytes); ++i) {
     prop->uuid.bytes[i] = static_cast<char>(i == 0 ? device : 0x5a);
   }
-  const auto get = [device](cudaDeviceAttr attr) { return *attribute(attr, device); };
+  const auto get = [device](cudaDeviceAttr attr) { return *device_attribute(attr, device); };
   prop->totalGlobalMem = s.devices[static_cast<size_t>(device)].capacity;
   prop->sharedMemPerBlock = static_cast<size_t>(get(cudaDevAttrMaxSharedMemoryPerBlock));
   prop->regsPerBlock = get(cudaDevAttrMaxRegistersPerBlock);
@@ -247,6 +247,7 @@ cudaError_t cudaDeviceReset(void) {
   free_device_allocations(s, device);
   release_device_vmm(s, device);
   s.devices[static_cast<size_t>(device)].flags = 0;
+  s.devices[static_cast<size_t>(device)].peer_access = 0;
   return cudaSuccess;
 }
 

@@ -1,4 +1,5 @@
-// Device memory: cudaMalloc and friends, copies and sets, pointer attributes.
+// Device memory: cudaMalloc and friends, copies and sets, pointer attributes (and the driver's
+// cuMemGetAddressRange).
 // Every allocation is its own anonymous MAP_NORESERVE mapping: pages cost nothing until
 // touched, so an 80 GiB simulated device is free until used, and the kernel never hands the
 // same live address to two devices.
@@ -236,6 +237,13 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   }
   *attributes = cudaPointerAttributes{};
   if (device < 0) {
+    if (const HostAllocation* h = find_host_allocation(s, ptr)) {  // page-locked host memory
+      attributes->type = cudaMemoryTypeHost;
+      attributes->device = h->device;
+      attributes->hostPointer = const_cast<void*>(ptr);
+      attributes->devicePointer = const_cast<void*>(ptr);  // unified addressing
+      return cudaSuccess;
+    }
     // What CUDA reports for memory it does not know: unregistered host memory, no device.
     attributes->type = cudaMemoryTypeUnregistered;
     attributes->device = -2;
@@ -245,6 +253,28 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   attributes->device = device;
   attributes->devicePointer = const_cast<void*>(ptr);
   return cudaSuccess;
+}
+
+// The cudaMalloc allocation, or else the cuMemMap mapping, that contains dptr. A driver call:
+// it returns CUresult and leaves the runtime's last error alone.
+CUresult cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto p = static_cast<uintptr_t>(dptr);
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  if (const Allocation* a = find_allocation(s, p, 1, &base)) {
+    bytes = a->bytes;
+  } else if (find_mapped_device(s, p, 1) >= 0) {
+    auto it = std::prev(s.mappings.upper_bound(p));
+    base = it->first;
+    bytes = it->second.bytes;
+  } else {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  if (pbase != nullptr) *pbase = base;
+  if (psize != nullptr) *psize = bytes;
+  return CUDA_SUCCESS;
 }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {

@@ -11,6 +11,7 @@ State* make_state() {
   const Config config = load_config();
   auto* s = new State();
   s->report = config.report;
+  s->verbose = config.verbose;
   s->devices.resize(static_cast<size_t>(config.devices));
   for (size_t i = 0; i < s->devices.size(); ++i) {
     s->devices[i].capacity = config.capacity;

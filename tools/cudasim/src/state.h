@@ -87,6 +87,12 @@ struct Mapping {  // cuMemMap
   int device = 0;
 };
 
+struct HostAllocation {  // cudaHostAlloc / cudaMallocHost, or cudaHostRegister (host_memory.cpp)
+  size_t bytes = 0;
+  bool registered = false;  // cudaHostRegister'ed user memory, not ours to unmap
+  int device = 0;           // the device current when it was pinned
+};
+
 struct Device {
   size_t capacity = 0;
   cudasim_counters counters{};
@@ -95,6 +101,8 @@ struct Device {
   StreamId legacy_stream = 0;
   int memfd = -1;          // backing store of cuMemCreate, created on first use
   uint64_t memfd_next = 0;
+  int primary_context_retains = 0;  // cuDevicePrimaryCtxRetain minus Release (driver.cpp)
+  uint64_t peer_access = 0;         // bit p: cudaDeviceEnablePeerAccess(p) done (peer.cpp)
 };
 
 struct State {
@@ -102,6 +110,7 @@ struct State {
   std::condition_variable progress;  // notified whenever stream work completes
   std::vector<Device> devices;
   bool report = false;
+  bool verbose = false;  // CUDASIM_VERBOSE=1: log lookups of driver functions cudasim lacks
   uint64_t total_in_use = 0;
   uint64_t total_peak = 0;
 
@@ -117,12 +126,18 @@ struct State {
   std::map<uintptr_t, Mapping> mappings;
   std::unordered_map<uint64_t, PhysicalAllocation> physical;
   uint64_t next_physical = 1;
+
+  std::map<uintptr_t, HostAllocation> host_allocations;  // page-locked host memory
+
+  std::vector<uint64_t> log_callbacks;  // cuLogsRegisterCallback handles (driver.cpp)
+  uint64_t log_callbacks_registered = 0;
 };
 
 struct Config {
   int devices = 1;
   size_t capacity = size_t{80} << 30;
   bool report = false;
+  bool verbose = false;
 };
 
 // Reads CUDASIM_*; prints the problem and _exit(2)s on a bad value.
@@ -135,6 +150,8 @@ State& state();
 // Calling thread's current device (cudaSetDevice).
 int& current_device();
 bool valid_device(const State& s, int device);
+// cudaDeviceGetAttribute's answer (devices.cpp); nullopt for an attribute it does not know.
+std::optional<int> device_attribute(cudaDeviceAttr attr, int device);
 
 // Records a failure as the thread's last error and returns it; success passes through.
 cudaError_t finish(cudaError_t error);
@@ -161,5 +178,7 @@ StreamId stream_from_handle(cudaStream_t handle);  // 0 when not a created-strea
 bool is_device_range(const State& s, const void* ptr, size_t bytes);
 void free_device_allocations(State& s, int device);
 void release_device_vmm(State& s, int device);  // vmm.cpp
+// The page-locked host allocation containing ptr, or nullptr (host_memory.cpp); needs the lock.
+const HostAllocation* find_host_allocation(const State& s, const void* ptr);
 
 }  // namespace cudasim

@@ -1,0 +1,163 @@
+"""tools/torch_replay/torch_replay.py (a trace replayed through real PyTorch on cudasim) and
+cudacache-replay's torch-native / torch-expandable allocators, which run it.
+
+The recorded-trace checks need ../shared/traces (CUDACACHE_TRACES_DIR overrides) and skip
+without it."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torchsim
+from torchsim import MiB
+
+REPO = torchsim.REPO
+DRIVER = REPO / "tools" / "torch_replay" / "torch_replay.py"
+TRACES = pathlib.Path(os.environ.get("CUDACACHE_TRACES_DIR", REPO.parent / "shared" / "traces"))
+# PyTorch's own peak reserved bytes while recording (meta.json:
+# pytorch_peak_reserved_from_first_alloc_bytes).
+RECORDED_PEAK_RESERVED = {
+    "decomfl_zo_federated_opt_finetune": 1897922560,
+    "dit_text_diffusion_train_oom": 23397924864,
+}
+
+
+def run_driver(*args, check=True):
+    completed = subprocess.run(
+        [sys.executable, str(DRIVER), *map(str, args),
+         "--cudasim-dir", str(torchsim.cudasim_dir())],
+        capture_output=True, text=True, timeout=1200)
+    if check and completed.returncode != 0:
+        raise AssertionError(f"torch_replay.py exited with {completed.returncode}:\n"
+                             f"{completed.stdout}{completed.stderr}")
+    return completed
+
+
+def driver_result(*args):
+    report = json.loads(run_driver(*args).stdout)
+    (trace,) = report["traces"]
+    (result,) = trace["results"]
+    return trace, result
+
+
+def trace_path(name):
+    path = TRACES / f"{name}.csv"
+    if not path.exists():
+        raise unittest.SkipTest(f"{path} not found (the shared traces are not here)")
+    return path
+
+
+def small_trace(directory):
+    """A deterministic trace of small and large blocks on two streams, with frees."""
+    rows, live, next_id = ["op,id,size,stream"], [], 0
+    for step in range(30):
+        size = [700, 130000, 3 * MiB + 11, 9 * MiB, 24 * MiB + 5][step % 5] + 512 * step
+        stream = 1 if step % 7 == 3 else 0
+        rows.append(f"alloc,{next_id},{size},{stream}")
+        live.append((next_id, size, stream))
+        next_id += 1
+        if step % 3 == 2:
+            ident, size, stream = live.pop(len(live) // 2)
+            rows.append(f"free,{ident},{size},{stream}")
+    path = pathlib.Path(directory) / "small.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+class TorchReplayDriver(unittest.TestCase):
+    def test_native_reproduces_pytorchs_recorded_peak_reserved(self):
+        for name, recorded in RECORDED_PEAK_RESERVED.items():
+            with self.subTest(trace=name):
+                trace, result = driver_result(trace_path(name))
+                self.assertEqual(result["allocator"], "torch-native")
+                self.assertFalse(result["oom"])
+                self.assertEqual(result["events_replayed"], trace["events"])
+                self.assertLessEqual(abs(result["peak_reserved_bytes"] - recorded),
+                                     recorded / 100)
+                # cudasim saw exactly the segments PyTorch reserved.
+                self.assertEqual(result["device_peak_bytes"], result["peak_reserved_bytes"])
+                self.assertGreaterEqual(result["peak_allocated_bytes"],
+                                        trace["peak_requested_bytes"])
+
+    def test_expandable_segments(self):
+        path = trace_path("decomfl_zo_federated_opt_finetune")
+        _, native = driver_result(path)
+        trace, expandable = driver_result(path, "--expandable")
+        self.assertEqual(expandable["allocator"], "torch-expandable")
+        self.assertFalse(expandable["oom"])
+        # Pages mapped into growing segments: more, smaller device allocations, less reserve.
+        self.assertGreater(expandable["device_mallocs"], native["device_mallocs"])
+        self.assertLess(expandable["peak_reserved_bytes"], native["peak_reserved_bytes"])
+        self.assertGreaterEqual(expandable["peak_reserved_bytes"], trace["peak_requested_bytes"])
+
+    def test_min_capacity_is_the_smallest_device_that_completes(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = small_trace(directory)
+            trace, result = driver_result(path, "--min-capacity")
+            found = result["min_capacity_bytes"]
+            self.assertIsNotNone(found)
+            self.assertGreaterEqual(found, trace["peak_requested_bytes"])
+            self.assertEqual(found % (2 * MiB), 0)
+            _, at = driver_result(path, "--capacity", found)
+            _, below = driver_result(path, "--capacity", found - 2 * MiB)
+            self.assertFalse(at["oom"])
+            self.assertTrue(below["oom"])
+            self.assertIn("CUDA out of memory", below["oom_message"])
+            self.assertLess(below["events_replayed"], trace["events"])
+
+    def test_bad_trace_is_exit_2(self):
+        with tempfile.TemporaryDirectory() as directory:
+            bad = pathlib.Path(directory) / "bad.csv"
+            bad.write_text("op,id,size,stream\nalloc,0,100,0\nfree,1,100,0\n")
+            completed = run_driver(bad, check=False)
+            self.assertEqual(completed.returncode, 2)
+            self.assertIn("bad.csv: line 3: free of id 1, not live", completed.stderr)
+
+
+class ReplayToolTorchAllocators(unittest.TestCase):
+    def replay_tool(self):
+        tool = os.environ.get("CUDACACHE_REPLAY")
+        if not tool:
+            self.skipTest("CUDACACHE_REPLAY (the cudacache-replay binary) is not set")
+        return tool
+
+    def test_torch_allocators_beside_cudacaches_pytorch_policy(self):
+        tool = self.replay_tool()
+        with tempfile.TemporaryDirectory() as directory:
+            path = small_trace(directory)
+            out = pathlib.Path(directory) / "replay.json"
+            completed = subprocess.run(
+                [tool, "--allocators", "pytorch,torch-native,torch-expandable",
+                 "--min-capacity", "--json", str(out), str(path)],
+                capture_output=True, text=True, timeout=1200)
+            self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+            self.assertIn("torch-native", completed.stdout)
+            (trace,) = json.loads(out.read_text())["traces"]
+            results = {r["allocator"]: r for r in trace["results"]}
+        native, policy = results["torch-native"], results["pytorch"]
+        # cudacache configured as PyTorch's policy and PyTorch itself agree on every figure.
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_peak_bytes",
+                    "device_mallocs", "device_frees", "min_capacity_bytes"):
+            self.assertEqual(native[key], policy[key], key)
+        self.assertIsNotNone(results["torch-expandable"]["min_capacity_bytes"])
+
+    def test_recorded_trace_through_the_tool(self):
+        tool = self.replay_tool()
+        path = trace_path("decomfl_zo_federated_opt_finetune")
+        with tempfile.TemporaryDirectory() as directory:
+            out = pathlib.Path(directory) / "replay.json"
+            completed = subprocess.run([tool, "--allocators", "torch-native", "--json", str(out),
+                                        str(path)], capture_output=True, text=True, timeout=600)
+            self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+            (result,) = json.loads(out.read_text())["traces"][0]["results"]
+        self.assertEqual(result["peak_reserved_bytes"],
+                         RECORDED_PEAK_RESERVED["decomfl_zo_federated_opt_finetune"])
+        self.assertEqual(result["device_mallocs"], 61)  # the recording's segment_alloc count
+
+
+if __name__ == "__main__":
+    torchsim.main()

@@ -1,0 +1,125 @@
+"""Shared helpers of the PyTorch-on-cudasim tests.
+
+Each scenario runs in a fresh Python subprocess (allocator state, and cudacache.torch.install(),
+which must precede CUDA initialization) with cudasim's three libraries preloaded:
+libcudart.so.13 (in place of NVIDIA's, which torch's libraries find through their RPATH, so
+LD_LIBRARY_PATH alone is not enough), libcuda.so.1 and libnvidia-ml.so.1 (which PyTorch
+dlopens). CTest sets CUDASIM_DIR (where those libraries are), CUDACACHE_LIBRARY and PYTHONPATH.
+
+A test file run without torch installed prints "skipped: torch not installed" and exits 77,
+which CTest reports as skipped (SKIP_RETURN_CODE).
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import unittest
+
+SKIP_RETURN_CODE = 77
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CUDASIM_LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libnvidia-ml.so.1")
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+def torch_installed():
+    return importlib.util.find_spec("torch") is not None
+
+
+def cudasim_dir():
+    directory = os.environ.get("CUDASIM_DIR")
+    if not directory:
+        raise unittest.SkipTest("CUDASIM_DIR is not set (run these tests through CTest)")
+    return pathlib.Path(directory)
+
+
+def cudasim_environment(capacity="8GiB", devices=1, alloc_conf=None, extra=None):
+    """The environment of a Python process running PyTorch on cudasim."""
+    directory = cudasim_dir()
+    env = dict(os.environ)
+    preload = [str(directory / name) for name in CUDASIM_LIBRARIES]
+    if env.get("LD_PRELOAD"):
+        preload.append(env["LD_PRELOAD"])
+    env["LD_PRELOAD"] = ":".join(preload)
+    env["CUDASIM_CAPACITY"] = str(capacity)
+    env["CUDASIM_DEVICES"] = str(devices)
+    env.pop("CUDASIM_REPORT", None)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if alloc_conf is not None:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
+    python_path = [str(REPO / "tools" / "python"), str(pathlib.Path(__file__).parent)]
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = ":".join(python_path)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+class ScenarioError(AssertionError):
+    pass
+
+
+def run_scenario(code, timeout=300, controls=False, **environment):
+    """Runs `code` in a fresh interpreter on cudasim; returns what it passed to report().
+
+    The code gets `torch` imported and a `report(obj)` function that prints obj as the
+    process's JSON result; with controls=True also cudasim_counters(), hold_stream(s) and
+    release_stream(s) (CUDASIM_CONTROLS). A non-zero exit fails with the process's output.
+    """
+    prelude = textwrap.dedent("""\
+        import json as _json, sys as _sys, warnings as _warnings
+        _warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch
+        def report(obj):
+            print("@@RESULT@@" + _json.dumps(obj), flush=True)
+        """)
+    completed = subprocess.run(
+        [sys.executable, "-c",
+         prelude + (CUDASIM_CONTROLS if controls else "") + textwrap.dedent(code)],
+        env=cudasim_environment(**environment), capture_output=True, text=True, timeout=timeout)
+    output = completed.stdout + completed.stderr
+    if completed.returncode != 0:
+        raise ScenarioError(f"scenario exited with {completed.returncode}:\n{output}")
+    for line in completed.stdout.splitlines():
+        if line.startswith("@@RESULT@@"):
+            result = json.loads(line[len("@@RESULT@@"):])
+            if isinstance(result, dict):
+                result.setdefault("_stderr", completed.stderr)
+            return result
+    raise ScenarioError(f"scenario reported nothing:\n{output}")
+
+
+# Code for scenarios: cudasim's test controls through ctypes on the runtime already loaded.
+CUDASIM_CONTROLS = """
+import ctypes
+class _Counters(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in
+                ("mallocs", "frees", "maps", "unmaps", "in_use_bytes", "peak_bytes")]
+_cudasim = ctypes.CDLL("libcudart.so.13")
+assert hasattr(_cudasim, "cudasim_get_counters"), "not running on cudasim"
+_cudasim.cudasim_hold_stream.argtypes = [ctypes.c_void_p]
+_cudasim.cudasim_release_stream.argtypes = [ctypes.c_void_p]
+def cudasim_counters(device=0):
+    c = _Counters()
+    assert _cudasim.cudasim_get_counters(device, ctypes.byref(c)) == 0
+    return {n: getattr(c, n) for n, _ in _Counters._fields_}
+def hold_stream(stream):
+    assert _cudasim.cudasim_hold_stream(stream.cuda_stream) == 0
+def release_stream(stream):
+    assert _cudasim.cudasim_release_stream(stream.cuda_stream) == 0
+"""
+
+
+def main():
+    """unittest.main(), or exit 77 (skipped) when torch is not installed."""
+    if not torch_installed():
+        print("skipped: torch not installed (pip install -r requirements-torch.txt)")
+        sys.exit(SKIP_RETURN_CODE)
+    unittest.main(verbosity=2)

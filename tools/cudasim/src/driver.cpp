@@ -1,0 +1,268 @@
+// The driver API beyond VMM that PyTorch needs: initialization and version, devices, primary
+// contexts, and cuGetProcAddress. Like every driver function of cudasim these are reached by
+// name (cudaGetDriverEntryPoint*, cuGetProcAddress, or cudasim's libcuda.so.1, which forwards
+// here), return CUresult, and never touch the runtime's last error.
+//
+// Contexts: each device has one primary context, and there are no others (cuCtxCreate is not
+// provided). The simulator creates nothing lazily, so a primary context is always active. A
+// thread's current context is the one it set (cuCtxSetCurrent, cuCtxPushCurrent) or else the
+// primary context of its current runtime device, as after any runtime call on that device;
+// making a context current also makes its device the thread's runtime device.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "api.h"
+
+namespace cudasim {
+
+namespace {
+
+// A primary context handle is the address of an element here; nothing is stored through it.
+struct ContextTag {
+  char unused;
+};
+ContextTag context_tags[64];  // CUDASIM_DEVICES is at most 64
+
+CUcontext primary_context(int device) { return reinterpret_cast<CUcontext>(&context_tags[device]); }
+
+// -1 for a handle that is not a valid device's primary context.
+int context_device(const State& s, CUcontext context) {
+  const auto* tag = reinterpret_cast<const ContextTag*>(context);
+  if (tag < std::begin(context_tags) || tag >= std::end(context_tags)) return -1;
+  const int device = static_cast<int>(tag - std::begin(context_tags));
+  return valid_device(s, device) ? device : -1;
+}
+
+struct ThreadContexts {
+  bool set = false;  // false: follow the runtime's current device
+  CUcontext current = nullptr;
+  std::vector<CUcontext> stack;  // contexts below the current one (cuCtxPushCurrent)
+};
+
+ThreadContexts& thread_contexts() {
+  thread_local ThreadContexts contexts;
+  return contexts;
+}
+
+CUcontext current_context(const State& s) {
+  const ThreadContexts& t = thread_contexts();
+  if (t.set) return t.current;
+  return valid_device(s, current_device()) ? primary_context(current_device()) : nullptr;
+}
+
+void make_current(const State& s, CUcontext context) {
+  ThreadContexts& t = thread_contexts();
+  t.set = true;
+  t.current = context;
+  if (context != nullptr) current_device() = context_device(s, context);
+}
+
+}  // namespace
+
+}  // namespace cudasim
+
+using namespace cudasim;
+
+extern "C" {
+
+CUresult cuInit(unsigned int Flags) {
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  (void)state();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = kRuntimeVersion;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<int>(state().devices.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(state(), ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return CUDA_ERROR_INVALID_DEVICE;
+  std::strncpy(name, prop.name, static_cast<size_t>(len) - 1);
+  name[len - 1] = '\0';
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return CUDA_ERROR_INVALID_DEVICE;
+  std::memcpy(uuid->bytes, prop.uuid.bytes, sizeof(uuid->bytes));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(s.mutex);
+  *bytes = s.devices[static_cast<size_t>(dev)].capacity;
+  return CUDA_SUCCESS;
+}
+
+// The runtime's attributes share the driver's numbering; the VMM ones are driver-only.
+CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      *pi = 1;
+      return CUDA_SUCCESS;
+    // Not simulated: shareable handles (cuMemExportToShareableHandle), RDMA, multicast.
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:
+      *pi = 0;
+      return CUDA_SUCCESS;
+    default:
+      break;
+  }
+  const std::optional<int> v = device_attribute(static_cast<cudaDeviceAttr>(attrib), dev);
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *pi = *v;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(s.mutex);
+  ++s.devices[static_cast<size_t>(dev)].primary_context_retains;
+  *pctx = primary_context(dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  State& s = state();
+  if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(s.mutex);
+  int& retains = s.devices[static_cast<size_t>(dev)].primary_context_retains;
+  if (retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --retains;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(s.mutex);
+  *flags = s.devices[static_cast<size_t>(dev)].flags;
+  *active = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = current_context(state());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  State& s = state();
+  if (ctx != nullptr && context_device(s, ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  make_current(s, ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx) {
+  State& s = state();
+  if (context_device(s, ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  thread_contexts().stack.push_back(current_context(s));
+  make_current(s, ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext* pctx) {
+  State& s = state();
+  ThreadContexts& t = thread_contexts();
+  const CUcontext popped = current_context(s);
+  if (popped == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr) *pctx = popped;
+  CUcontext below = nullptr;
+  if (!t.stack.empty()) {
+    below = t.stack.back();
+    t.stack.pop_back();
+  }
+  make_current(s, below);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  const CUcontext context = current_context(s);
+  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = context_device(s, context);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void) {
+  return cudaDeviceSynchronize() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
+// Driver log callbacks are registered and unregistered; the simulator has no driver messages
+// to deliver, so a callback is never called.
+CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void* userData,
+                                CUlogsCallbackHandle* callback_out) {
+  if (callbackFunc == nullptr || callback_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  (void)userData;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const uint64_t id = ++s.log_callbacks_registered;
+  s.log_callbacks.push_back(id);
+  *callback_out = reinterpret_cast<CUlogsCallbackHandle>(static_cast<uintptr_t>(id));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto id = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(callback));
+  const auto it = std::find(s.log_callbacks.begin(), s.log_callbacks.end(), id);
+  if (it == s.log_callbacks.end()) return CUDA_ERROR_INVALID_VALUE;
+  s.log_callbacks.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                          CUdriverProcAddressQueryResult* symbolStatus) {
+  if (symbol == nullptr || pfn == nullptr ||
+      (flags & ~static_cast<cuuint64_t>(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                                        CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* function = nullptr;
+  const DriverLookup found = lookup_driver_symbol(symbol, cudaVersion, &function);
+  *pfn = function;
+  if (symbolStatus != nullptr) {
+    *symbolStatus = found == DriverLookup::Found ? CU_GET_PROC_ADDRESS_SUCCESS
+                    : found == DriverLookup::VersionTooLow
+                        ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                        : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  }
+  return found == DriverLookup::Found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+}  // extern "C"

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Replays an allocation trace through real PyTorch's CUDA caching allocator on cudasim.
+
+    torch_replay.py TRACE.csv [--expandable] [--conf CONF] [--capacity SIZE]
+                    [--min-capacity] [--json FILE] [--cudasim-dir DIR]
+
+TRACE.csv is a replay CSV (header op,id,size,stream; ops alloc, free and empty_cache). Each
+alloc is `torch.empty(size, dtype=torch.uint8, device="cuda")` on the trace stream's
+torch.cuda.Stream (stream 0 is the default stream), each free drops that tensor, each
+empty_cache calls torch.cuda.empty_cache(). The figures are those of `cudacache-replay
+--json`, under the allocator name torch-native (PyTorch's defaults) or torch-expandable
+(`expandable_segments:True`):
+
+- peak_allocated_bytes / peak_reserved_bytes: PyTorch's own memory_stats()
+  (allocated_bytes.all.peak, reserved_bytes.all.peak);
+- device_peak_bytes, device_mallocs, device_frees: cudasim's counters of device 0
+  (cudasim_get_counters through ctypes), reset when the replay loop starts; with expandable
+  segments a cuMemCreate counts as a malloc and a cuMemRelease as a free;
+- min_capacity_bytes (--min-capacity): the smallest simulated device, in 2 MiB steps, on which
+  the whole trace completes, by the same doubling-then-bisection as cudacache-replay, one
+  PyTorch process per probe (CUDASIM_CAPACITY);
+- oom, oom_event_index, events_replayed, seconds (the event loop only).
+
+This process does not import torch: every replay runs in a child Python process with cudasim's
+libcudart.so.13, libcuda.so.1 and libnvidia-ml.so.1 preloaded (torch's libraries find NVIDIA's
+runtime through their RPATH; preloading puts cudasim's in its place). --cudasim-dir (default:
+$CUDASIM_DIR) is the directory holding them, e.g. build/release/tools/cudasim.
+
+Exit status: 0 done (an out-of-memory is a result), 1 a replay process failed, 2 bad command
+line or trace, 3 torch is not installed.
+"""
+
+import argparse
+import csv
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+MiB = 1 << 20
+CAPACITY_STEP = 2 * MiB  # cudacache-replay's kCapacityResolution
+DEFAULT_CAPACITY_FLOOR = 80 << 30
+DEFAULT_CAPACITY_HEADROOM = 8
+CUDASIM_LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libnvidia-ml.so.1")
+EXIT_NO_TORCH = 3
+RESULT_PREFIX = "@@TORCH_REPLAY@@"
+
+
+class TraceError(ValueError):
+    pass
+
+
+def parse_size(text):
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
+             "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+             "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+    digits = len(text) - len(text.lstrip("0123456789"))
+    if digits == 0 or text[digits:] not in units:
+        raise argparse.ArgumentTypeError(f"bad size '{text}' (e.g. 24GiB, 22300MiB, 8GB)")
+    return int(text[:digits]) * units[text[digits:]]
+
+
+def load_trace(path):
+    """[(op, id, size, stream)] and a summary like cudacache-replay's trace header."""
+    events, live, live_bytes, peak = [], {}, 0, 0
+    allocs = frees = empty_caches = 0
+    streams = {0}
+    try:
+        with open(path, newline="") as f:
+            rows = csv.reader(f)
+            header = next(rows, None)
+            if header != ["op", "id", "size", "stream"]:
+                raise TraceError(f"{path}: line 1: expected the header op,id,size,stream")
+            for line, row in enumerate(rows, start=2):
+                if len(row) != 4:
+                    raise TraceError(f"{path}: line {line}: expected 4 fields")
+                op = row[0]
+                try:
+                    ident, size, stream = int(row[1]), int(row[2]), int(row[3])
+                except ValueError:
+                    raise TraceError(f"{path}: line {line}: id, size and stream must be "
+                                     "integers") from None
+                if op == "alloc":
+                    if ident in live:
+                        raise TraceError(f"{path}: line {line}: id {ident} is already live")
+                    live[ident] = size
+                    live_bytes += size
+                    peak = max(peak, live_bytes)
+                    allocs += 1
+                    streams.add(stream)
+                elif op == "free":
+                    if ident not in live:
+                        raise TraceError(f"{path}: line {line}: free of id {ident}, not live")
+                    live_bytes -= live.pop(ident)
+                    frees += 1
+                elif op == "empty_cache":
+                    empty_caches += 1
+                else:
+                    raise TraceError(f"{path}: line {line}: unknown op '{op}'")
+                events.append((op, ident, size, stream))
+    except OSError as error:
+        raise TraceError(f"{path}: {error.strerror}") from None
+    summary = {"name": pathlib.Path(path).stem, "events": len(events), "allocs": allocs,
+               "frees": frees, "empty_cache_calls": empty_caches, "streams": len(streams),
+               "peak_requested_bytes": peak}
+    return events, summary
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: one replay inside PyTorch on cudasim.
+
+def replay_in_this_process(trace_path, label):
+    import ctypes
+    import warnings
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    import torch
+
+    class Counters(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint64) for n in
+                    ("mallocs", "frees", "maps", "unmaps", "in_use_bytes", "peak_bytes")]
+
+    cudasim = ctypes.CDLL("libcudart.so.13")  # the runtime already loaded: cudasim's
+    if not hasattr(cudasim, "cudasim_get_counters"):
+        raise RuntimeError("not running on cudasim (preload its libcudart.so.13)")
+
+    def counters():
+        c = Counters()
+        if cudasim.cudasim_get_counters(0, ctypes.byref(c)) != 0:
+            raise RuntimeError("cudasim_get_counters failed")
+        return c
+
+    events, _ = load_trace(trace_path)
+    torch.cuda.init()
+    torch.cuda.set_device(0)
+    default = torch.cuda.default_stream()
+    streams = {0: default}
+    for _, _, _, stream in events:
+        if stream not in streams:
+            streams[stream] = torch.cuda.Stream()
+    capacity = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.reset_peak_memory_stats()
+    cudasim.cudasim_reset_counters(0)
+
+    tensors = {}
+    oom_index, oom_message = None, ""
+    current = default
+    empty, uint8 = torch.empty, torch.uint8
+    start = time.perf_counter()
+    for index, (op, ident, size, stream) in enumerate(events):
+        if op == "alloc":
+            wanted = streams[stream]
+            if wanted is not current:
+                torch.cuda.set_stream(wanted)
+                current = wanted
+            try:
+                tensors[ident] = empty(size, dtype=uint8, device="cuda")
+            except torch.OutOfMemoryError as error:
+                oom_index, oom_message = index, str(error).splitlines()[0]
+                break
+        elif op == "free":
+            del tensors[ident]
+        else:
+            torch.cuda.empty_cache()
+    seconds = time.perf_counter() - start
+    torch.cuda.set_stream(default)
+
+    stats = torch.cuda.memory_stats()
+    device = counters()
+    result = {
+        "allocator": label,
+        "peak_allocated_bytes": stats["allocated_bytes.all.peak"],
+        "peak_reserved_bytes": stats["reserved_bytes.all.peak"],
+        "device_peak_bytes": device.peak_bytes,
+        "device_mallocs": device.mallocs,
+        "device_frees": device.frees,
+        "capacity_bytes": capacity,
+        "oom": oom_index is not None,
+        "oom_event_index": oom_index,
+        "oom_message": oom_message,
+        "events_replayed": len(events) if oom_index is None else oom_index + 1,
+        "seconds": seconds,
+        "num_ooms": stats.get("num_ooms", 0),
+        "torch_version": torch.__version__,
+    }
+    tensors.clear()
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: child processes, the capacity search, the report.
+
+def torch_installed(python):
+    if python == sys.executable:
+        return importlib.util.find_spec("torch") is not None
+    probe = subprocess.run([python, "-c", "import importlib.util, sys; "
+                            "sys.exit(importlib.util.find_spec('torch') is None)"])
+    return probe.returncode == 0
+
+
+def child_environment(cudasim_dir, capacity, alloc_conf):
+    env = dict(os.environ)
+    preload = [str(pathlib.Path(cudasim_dir) / name) for name in CUDASIM_LIBRARIES]
+    if env.get("LD_PRELOAD"):
+        preload.append(env["LD_PRELOAD"])
+    env["LD_PRELOAD"] = ":".join(preload)
+    env["CUDASIM_CAPACITY"] = str(capacity)
+    env["CUDASIM_DEVICES"] = "1"
+    env.pop("CUDASIM_REPORT", None)
+    if alloc_conf:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
+    else:
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    return env
+
+
+def run_child(args, capacity, label, alloc_conf):
+    completed = subprocess.run(
+        [args.python, os.path.abspath(__file__), "--child", "--label", label, args.trace],
+        env=child_environment(args.cudasim_dir, capacity, alloc_conf),
+        capture_output=True, text=True)
+    for line in completed.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    raise RuntimeError(f"the PyTorch replay process (capacity {capacity} B) exited with "
+                       f"{completed.returncode} and no result:\n"
+                       f"{completed.stdout}{completed.stderr}")
+
+
+def default_capacity(peak_requested):
+    scaled = -(-peak_requested * DEFAULT_CAPACITY_HEADROOM // CAPACITY_STEP) * CAPACITY_STEP
+    return max(DEFAULT_CAPACITY_FLOOR, scaled)
+
+
+def find_min_capacity(completes, peak_requested, upper_limit):
+    """(bytes or None, probes): cudacache-replay's find_min_capacity, over a predicate."""
+    probes = 0
+
+    def ok(steps):
+        nonlocal probes
+        probes += 1
+        return completes(steps * CAPACITY_STEP)
+
+    floor_steps = -(-peak_requested // CAPACITY_STEP)
+    failing = max(floor_steps - 1, 0)
+    limit_steps = upper_limit // CAPACITY_STEP
+    passing = min(max(2 * floor_steps, 1), limit_steps)
+    if passing <= failing:
+        return None, probes
+    while not ok(passing):
+        if passing >= limit_steps:
+            return None, probes
+        failing = passing
+        passing = min(2 * passing, limit_steps)
+    while passing - failing > 1:
+        middle = failing + (passing - failing) // 2
+        if ok(middle):
+            passing = middle
+        else:
+            failing = middle
+    return passing * CAPACITY_STEP, probes
+
+
+def replay(args):
+    _, summary = load_trace(args.trace)
+    label = args.label or ("torch-expandable" if args.expandable else "torch-native")
+    conf = ",".join(c for c in (args.conf, "expandable_segments:True" if args.expandable
+                                else None) if c)
+    capacity = args.capacity or default_capacity(summary["peak_requested_bytes"])
+    result = run_child(args, capacity, label, conf)
+    result["min_capacity_bytes"] = None
+    result["min_capacity_replays"] = 0
+    if args.min_capacity:
+        def completes(bytes_):
+            return not run_child(args, bytes_, label, conf)["oom"]
+        found, probes = find_min_capacity(completes, summary["peak_requested_bytes"],
+                                          args.capacity or default_capacity(
+                                              summary["peak_requested_bytes"]))
+        result["min_capacity_bytes"] = found
+        result["min_capacity_replays"] = probes
+    peak = summary["peak_requested_bytes"]
+    result["reserved_over_requested"] = (result["peak_reserved_bytes"] / peak) if peak else None
+    result["min_capacity_over_requested"] = (
+        result["min_capacity_bytes"] / peak if peak and result["min_capacity_bytes"] else None)
+    result["events_per_second"] = (result["events_replayed"] / result["seconds"]
+                                   if result["seconds"] > 0 else None)
+    summary["results"] = [result]
+    return {"traces": [summary]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Replay an allocation trace through PyTorch's CUDA caching allocator on "
+                    "cudasim and print cudacache-replay's figures as JSON.")
+    parser.add_argument("trace", help="replay CSV: op,id,size,stream")
+    parser.add_argument("--expandable", action="store_true",
+                        help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torch-expandable)")
+    parser.add_argument("--conf", default="", help="further PYTORCH_CUDA_ALLOC_CONF settings")
+    parser.add_argument("--capacity", type=parse_size,
+                        help="simulated device size (default: max(80GiB, 8x peak requested))")
+    parser.add_argument("--min-capacity", action="store_true",
+                        help="also find the smallest device (2 MiB steps) that completes")
+    parser.add_argument("--json", help="write the JSON here instead of stdout")
+    parser.add_argument("--cudasim-dir", default=os.environ.get("CUDASIM_DIR"),
+                        help="directory of cudasim's libcudart.so.13, libcuda.so.1 and "
+                             "libnvidia-ml.so.1 (default: $CUDASIM_DIR)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="Python interpreter with torch (default: this one)")
+    parser.add_argument("--label", help=argparse.SUPPRESS)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    try:
+        if args.child:
+            replay_in_this_process(args.trace, args.label or "torch-native")
+            return 0
+        load_trace(args.trace)  # a bad trace is exit 2 before anything starts
+    except TraceError as error:
+        print(f"torch_replay: {error}", file=sys.stderr)
+        return 2
+    if not torch_installed(args.python):
+        print("torch_replay: torch is not installed for " + args.python +
+              " (pip install -r requirements-torch.txt)", file=sys.stderr)
+        return EXIT_NO_TORCH
+    if not args.cudasim_dir:
+        print("torch_replay: --cudasim-dir (or CUDASIM_DIR) must name the directory of "
+              "cudasim's libraries, e.g. build/release/tools/cudasim", file=sys.stderr)
+        return 2
+    missing = [n for n in CUDASIM_LIBRARIES
+               if not (pathlib.Path(args.cudasim_dir) / n).exists()]
+    if missing:
+        print(f"torch_replay: {args.cudasim_dir} lacks {', '.join(missing)} (build the "
+              "cudasim, cudasim_driver and cudasim_nvml targets)", file=sys.stderr)
+        return 2
+    try:
+        report = replay(args)
+    except RuntimeError as error:
+        print(f"torch_replay: {error}", file=sys.stderr)
+        return 1
+    text = json.dumps(report, indent=1) + "\n"
+    if args.json:
+        pathlib.Path(args.json).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
