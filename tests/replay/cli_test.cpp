@@ -70,6 +70,23 @@ TEST_F(Cli, BadOptionIsExitTwoWithAMessage) {
   EXPECT_NE(run.output.find("unknown option '--bogus'"), std::string::npos) << run.output;
 }
 
+TEST_F(Cli, PrintConfigShowsEffectiveOptionsFromTheEnvironment) {
+  const ToolRun defaults = run_tool("--print-config", "CUDACACHE_CONF=");
+  EXPECT_EQ(defaults.exit_code, 0) << defaults.output;
+  EXPECT_NE(defaults.output.find("max_split_size_mb = unlimited"), std::string::npos)
+      << defaults.output;
+  EXPECT_NE(defaults.output.find("record_history"), std::string::npos);
+
+  const ToolRun configured = run_tool("--print-config", "CUDACACHE_CONF=max_split_size_mb:64");
+  EXPECT_EQ(configured.exit_code, 0) << configured.output;
+  EXPECT_NE(configured.output.find("max_split_size_mb = 64"), std::string::npos)
+      << configured.output;
+
+  const ToolRun bad = run_tool("--print-config", "CUDACACHE_CONF=max_split_mb:64");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("max_split_mb"), std::string::npos) << bad.output;
+}
+
 TEST_F(Cli, BadValuesAreExitTwo) {
   EXPECT_EQ(run_tool("--allocators nocache,tcmalloc").exit_code, 2);
   EXPECT_NE(run_tool("--allocators tcmalloc").output.find("unknown allocator 'tcmalloc'"),

@@ -106,6 +106,8 @@ std::string usage_text() {
       "  --device N          which device of a snapshot to read (default 0)\n"
       "  --real-gpu          do not switch to cudasim; replay on the CUDA runtime found by the\n"
       "                      loader (--capacity and --min-capacity then refuse)\n"
+      "  --print-config      print cudacache's options (effective value under\n"
+      "                      $CUDACACHE_CONF, default, documentation) and exit\n"
       "  -h, --help          this text\n"
       "\n"
       "allocators:\n";
@@ -168,6 +170,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       }
     } else if (arg == "--real-gpu") {
       line.real_gpu = true;
+    } else if (arg == "--print-config") {
+      line.print_config = true;
     } else {
       throw UsageError("unknown option '" + arg + "'");
     }

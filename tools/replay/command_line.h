@@ -27,6 +27,7 @@ struct CommandLine {
   int device = 0;                             // device_traces index when reading a snapshot
   bool real_gpu = false;
   bool help = false;
+  bool print_config = false;  // --print-config: cudacache's options under $CUDACACHE_CONF
 };
 
 CommandLine parse_command_line(int argc, const char* const* argv);

@@ -48,4 +48,8 @@ std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& con
 
 void validate_cudacache_config(const std::string& config) { parse_options(config); }
 
+std::string describe_cudacache_config(const std::string& config) {
+  return parse_options(config).describe();
+}
+
 }  // namespace cudacache::replay

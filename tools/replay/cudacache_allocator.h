@@ -20,4 +20,8 @@ std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& con
 // Parses `config` only; throws std::invalid_argument with cudacache's message when it is bad.
 void validate_cudacache_config(const std::string& config);
 
+// Every cudacache option with its effective value under `config`, its default and its
+// documentation: the text of cudacache_config_help(), from the same options table.
+std::string describe_cudacache_config(const std::string& config);
+
 }  // namespace cudacache::replay

@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
       std::cout << usage_text();
       return 0;
     }
+    if (line.print_config) {
+      std::cout << print_config_text();
+      return 0;
+    }
     // The comparison needs cudasim's capacity control and counters. The tool switches to it
     // by re-executing itself with cudasim first on LD_LIBRARY_PATH (which the loader searches
     // before the RUNPATH that finds NVIDIA's runtime); --real-gpu skips that.

@@ -1,10 +1,12 @@
 #include "replay_tool.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 
+#include "cudacache_allocator.h"
 #include "pickle_reader.h"
 #include "progress_bar.h"
 #include "replayer.h"
@@ -111,6 +113,15 @@ Trace load_trace(const std::string& path, int device) {
   Trace trace = parse_trace_csv(bytes, path);
   trace.name = trace_name_from_path(path);
   return trace;
+}
+
+std::string print_config_text() {
+#if CUDACACHE_REPLAY_WITH_CUDACACHE
+  const char* config = std::getenv("CUDACACHE_CONF");
+  return describe_cudacache_config(config != nullptr ? config : "");
+#else
+  throw UsageError("--print-config: this cudacache-replay was built without cudacache");
+#endif
 }
 
 int run_replay_tool(const CommandLine& line, std::ostream& out) {
