@@ -3,13 +3,18 @@
 #   1. build Release for the local GPU's architecture (nvidia-smi's compute capability);
 #   2. run the CTest suite on NVIDIA's runtime instead of cudasim (tests that need cudasim's
 #      controls skip themselves);
-#   3. run tests/gpu/torch_scenarios.py under PyTorch's own allocator and under cudacache, each
-#      in its own process, and print them side by side with a summary table last.
+#   3. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
+#      libcudacache_preload.so under unmodified programs on NVIDIA's runtime and driver; the
+#      programs are compiled while CTest runs, as the GPU build does not define them);
+#   4. run tests/gpu/torch_scenarios.py under PyTorch's own allocator and under cudacache, each
+#      in its own process, and print them side by side with a summary table last (the
+#      preload verdicts at its end).
 #
 # Needs: an NVIDIA GPU and driver, the CUDA 13 toolkit in /usr/local/cuda, the build
 # dependencies (tools/install-deps.sh), and a python3 with PyTorch 2.1+ built for CUDA 13
 # (pip's torch). Usage: tests/gpu/run_gpu_checks.sh [build-dir]   (default: build/gpu)
-# Exit status: 0 when every step passed and every scenario verdict is "ok".
+# Exit status: 0 when every step passed and every scenario and preload verdict is "ok" (or a
+# preload check SKIPPED for want of a PyTorch for CUDA 13).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -18,9 +23,12 @@ build=${1:-build/gpu}
 python=${PYTHON:-python3}
 status=0
 # Whole run under 8 minutes: each step's timeout is clipped to what is left of BUDGET seconds,
-# keeping RESERVE seconds for the PyTorch scenarios until they run.
+# keeping seconds for the steps still to come: TORCH_RESERVE for the PyTorch steps (35 + 2 x 65),
+# PRELOAD_SHARE for the preload checks, RESERVE for both until the preload step runs.
 BUDGET=470
-RESERVE=195
+TORCH_RESERVE=165
+PRELOAD_SHARE=80
+RESERVE=$((TORCH_RESERVE + PRELOAD_SHARE))
 
 step() { printf '\n== %s (%ds elapsed)\n' "$*" "$SECONDS"; }
 fail() { echo "FAILED: $*"; status=1; }
@@ -55,34 +63,77 @@ timeout "$(seconds 200 $RESERVE)" cmake --build "$build" -j "$(nproc)" >"$result
   || { tail -n 60 "$results/build.log"; exit 1; }
 library=$(ls "$repo/$build"/allocator/libcudacache.so)
 
+# The preload's test programs, compiled with nvcc and g++ while CTest runs (CPU work next to a
+# GPU-bound suite): the build defines none of them without cudasim.
+preload_results=$results/preload
+rm -rf "$preload_results"
+timeout "$(seconds 120 $RESERVE)" tests/gpu/preload_checks.sh build "$preload_results" \
+  "$capability" >"$results/preload-build.log" 2>&1 &
+preload_build=$!
+
 step "CTest on NVIDIA's runtime"
 # Configured with CUDACACHE_TESTS_ON_CUDASIM=OFF: the tests load NVIDIA's runtime, cudasim's own
 # conformance tests are left out and tests that need cudasim's controls skip themselves.
 (cd "$build" && timeout "$(seconds 150 $RESERVE)" ctest --output-on-failure -j 4 --timeout 100) \
   || fail "ctest on the real runtime"
 
+step "preload (libcudacache_preload.so on NVIDIA's runtime)"
+# Checks 1, 3 (and a kernel on reused memory, half of 7), 5, 8 and 9 of PRELOAD_CHECKS.md, one
+# PASS/FAIL line each; details and outputs in $preload_results.
+wait "$preload_build" || echo "some preload programs did not build: their checks fail" \
+  "($results/preload-build.log)"
+cat "$results/preload-build.log"
+preload_seconds=$(seconds "$PRELOAD_SHARE" $TORCH_RESERVE)
+# The checks pace themselves to end 3 s early; the timeout is the backstop.
+timeout -k 5 "$preload_seconds" tests/gpu/preload_checks.sh run "$build" "$preload_results" \
+  $((preload_seconds - 3)) || fail "preload checks"
+
+# The preload rows for the summary table: a verdict for every planned check (MISSING when the
+# step ended before it).
+preload_summary() {
+  if [[ ! -s $preload_results/checks.txt ]]; then
+    printf '  %-40s %s\n' "preload checks" MISSING
+    return
+  fi
+  local name verdict
+  while IFS= read -r name; do
+    verdict=$(awk -F'\t' -v n="$name" '$1 == n { v = $2 } END { print v }' \
+              "$preload_results/verdicts.tsv" 2>/dev/null)
+    printf '  %-40s %s\n' "$name" "${verdict:-MISSING}"
+    [[ ${verdict:-MISSING} == ok || $verdict == SKIPPED ]] || status=1
+  done <"$preload_results/checks.txt"
+}
+
 step "PyTorch"
-if ! timeout "$(seconds 45)" "$python" -c 'import torch, sys
+torch_ok=1
+if ! timeout "$(seconds 35)" "$python" -c 'import torch, sys
 print("torch", torch.__version__, "CUDA", torch.version.cuda)
 sys.exit(0 if torch.cuda.is_available() else 3)'; then
   echo "no PyTorch with CUDA for $python: skipping the PyTorch scenarios" >&2
-  exit 1
+  torch_ok=0
+  status=1
+else
+  torch_cuda=$("$python" -c 'import torch; print(torch.version.cuda or "")')
+  if [[ ${torch_cuda%%.*} != 13 ]]; then
+    echo "warning: this torch uses CUDA $torch_cuda; libcudacache links libcudart.so.13, so the" \
+         "process holds two CUDA runtimes" >&2
+  fi
+  for allocator in pytorch cudacache; do
+    step "scenarios under $allocator"
+    CUDACACHE_LIBRARY=$library PYTHONPATH="$repo/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
+      timeout "$(seconds 65)" "$python" tests/gpu/torch_scenarios.py run --allocator "$allocator" \
+      --out "$results/$allocator.json" || fail "scenarios under $allocator"
+  done
 fi
-torch_cuda=$("$python" -c 'import torch; print(torch.version.cuda or "")')
-if [[ ${torch_cuda%%.*} != 13 ]]; then
-  echo "warning: this torch uses CUDA $torch_cuda; libcudacache links libcudart.so.13, so the" \
-       "process holds two CUDA runtimes" >&2
-fi
-
-for allocator in pytorch cudacache; do
-  step "scenarios under $allocator"
-  CUDACACHE_LIBRARY=$library PYTHONPATH="$repo/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
-    timeout "$(seconds 75)" "$python" tests/gpu/torch_scenarios.py run --allocator "$allocator" \
-    --out "$results/$allocator.json" || fail "scenarios under $allocator"
-done
 
 step "side by side"
-"$python" tests/gpu/torch_scenarios.py compare "$results/pytorch.json" \
-  "$results/cudacache.json" || status=1
+if ((torch_ok)); then
+  "$python" tests/gpu/torch_scenarios.py compare "$results/pytorch.json" \
+    "$results/cudacache.json" || status=1
+else
+  printf '\nSummary\n  %-40s verdict\n  %-40s %s\n' scenario "PyTorch scenarios" \
+    "MISSING (no PyTorch with CUDA)"
+fi
+preload_summary
 echo "finished in ${SECONDS}s, status $status; results in $results"
 exit "$status"
