@@ -26,13 +26,24 @@ subclass of both torch.OutOfMemoryError and cudacache.OutOfMemoryError, so exist
 `except torch.OutOfMemoryError` handlers catch it. convert_oom(error) turns a RuntimeError
 that PyTorch raised for an out-of-memory into it, with the allocator's message.
 
+The libtorch shim. When libcudacache_torch.so (torch_shim/, built when CMake finds PyTorch)
+is available, install() registers its cudacache_torch_malloc / cudacache_torch_free instead,
+and then its C++ hooks. Out of memory is then a real torch.OutOfMemoryError raised by PyTorch
+itself, with cudacache's message (no raise_on_oom() needed), and torch.cuda.empty_cache() and
+Tensor.record_stream() reach cudacache even with patch=False. install(shim=...) and
+CUDACACHE_TORCH_SHIM choose (see install()); shim_path() tells which shim is in use. Without
+the shim, everything above applies unchanged.
+
 Importing this module does not import torch; every function imports it when called.
 """
 
 import contextlib
+import ctypes
 import os
+import pathlib
 import sys
 import threading
+import warnings
 
 from . import _library, _memory, _snapshot
 from ._errors import CudacacheError
@@ -41,6 +52,10 @@ from ._errors import OutOfMemoryError as _CudacacheOutOfMemoryError
 ALLOC_SYMBOL = "cudacache_malloc"
 FREE_SYMBOL = "cudacache_free"
 ENV_PATCH = "CUDACACHE_TORCH_PATCH"
+SHIM_LIBRARY_NAME = "libcudacache_torch.so"
+SHIM_ALLOC_SYMBOL = "cudacache_torch_malloc"
+SHIM_FREE_SYMBOL = "cudacache_torch_free"
+ENV_SHIM = "CUDACACHE_TORCH_SHIM"
 
 TOO_LATE_MESSAGE = (
     "cudacache.torch.install() must run before PyTorch initializes CUDA (before the first CUDA "
@@ -76,6 +91,8 @@ class InstallError(CudacacheError):
 
 _lock = threading.RLock()
 _allocator = None  # the CUDAPluggableAllocator registered by install()
+_shim = None  # the _Shim whose functions install() registered, or None
+_shim_hooks = False  # its empty_cache / record_stream hooks are set
 _patches = {}  # (module or class, name) -> original attribute, or _INHERITED
 _INHERITED = object()
 _out_of_memory_error_class = None
@@ -95,20 +112,26 @@ def _cuda_initialized(torch):
     return bool(torch.cuda.is_initialized())
 
 
-def install(conf=None, patch=True):
+def install(conf=None, patch=True, shim=None):
     """Makes cudacache PyTorch's CUDA allocator; call it before the first CUDA tensor.
 
     conf: a configuration string applied first ("max_split_size_mb:128,..."), or None.
     patch: also make torch.cuda's memory functions answer from cudacache (see
     PATCHED_FUNCTIONS); the environment variable CUDACACHE_TORCH_PATCH=0 turns it off too.
+    shim: use the libtorch shim libcudacache_torch.so (typed out-of-memory, empty_cache and
+    record_stream hooks). None (default): when it is found and usable, else without it
+    (a warning says why a shim that was found is not used). True: required (InstallError
+    without it). False: never. A path: that file, required. With shim=None, the environment
+    variable CUDACACHE_TORCH_SHIM decides the same way: 0/off, 1/on, or a path. The shim is
+    looked for next to libcudacache.so and in the build tree (<build>/torch_shim/).
 
     Returns the torch.cuda.memory.CUDAPluggableAllocator. Calling it again is a no-op (it
     applies the patches if they were not applied). Raises InstallError when CUDA is already
-    initialized, LibraryNotFoundError when libcudacache.so is not found, ValueError for a bad
-    conf.
+    initialized or a required shim cannot be used, LibraryNotFoundError when libcudacache.so
+    is not found, ValueError for a bad conf.
     """
     torch = _import_torch()
-    global _allocator
+    global _allocator, _shim, _shim_hooks
     with _lock:
         if _allocator is None:
             memory = torch.cuda.memory
@@ -123,8 +146,12 @@ def install(conf=None, patch=True):
             library = _library.get()
             if conf is not None:
                 _memory.configure(conf)
-            allocator = memory.CUDAPluggableAllocator(str(library.path), ALLOC_SYMBOL,
-                                                      FREE_SYMBOL)
+            chosen = _find_shim(torch, library, shim)
+            if chosen is not None:
+                path, alloc_symbol, free_symbol = chosen.path, SHIM_ALLOC_SYMBOL, SHIM_FREE_SYMBOL
+            else:
+                path, alloc_symbol, free_symbol = library.path, ALLOC_SYMBOL, FREE_SYMBOL
+            allocator = memory.CUDAPluggableAllocator(str(path), alloc_symbol, free_symbol)
             try:
                 memory.change_current_allocator(allocator)
             except RuntimeError as error:
@@ -132,11 +159,141 @@ def install(conf=None, patch=True):
                     raise InstallError(TOO_LATE_MESSAGE) from error
                 raise
             _allocator = allocator
+            _shim = chosen
+            if chosen is not None:
+                error = chosen.register_hooks()
+                _shim_hooks = error is None
+                if error is not None:
+                    message = (f"cudacache.torch: {chosen.path} is PyTorch's allocator, but its "
+                               f"empty_cache/record_stream hooks could not be set: {error}")
+                    if chosen.required:
+                        raise InstallError(message)
+                    warnings.warn(message, RuntimeWarning, stacklevel=2)
         elif conf is not None:
             _memory.configure(conf)  # fails (CUDACACHE_CONFIG) once memory was allocated
         if patch and os.environ.get(ENV_PATCH, "1") != "0":
             apply_patches()
         return _allocator
+
+
+def shim_path():
+    """The libcudacache_torch.so that install() registered, or None (plain C ABI)."""
+    return None if _shim is None else _shim.path
+
+
+def shim_hooks_registered():
+    """True when PyTorch's empty_cache and record_stream reach cudacache through the shim."""
+    return _shim_hooks
+
+
+class _Shim:
+    """A loaded libcudacache_torch.so, checked against this process."""
+
+    def __init__(self, path, required):
+        self.path = path
+        self.required = required
+        self.cdll = ctypes.CDLL(str(path))
+        for name in (SHIM_ALLOC_SYMBOL, SHIM_FREE_SYMBOL):
+            getattr(self.cdll, name)  # AttributeError: not a cudacache shim
+        self.cdll.cudacache_torch_register_hooks.restype = ctypes.c_int
+        self.cdll.cudacache_torch_register_hooks.argtypes = []
+        self.cdll.cudacache_torch_last_error.restype = ctypes.c_char_p
+        self.cdll.cudacache_torch_last_error.argtypes = []
+        self.cdll.cudacache_torch_built_for.restype = ctypes.c_char_p
+        self.cdll.cudacache_torch_built_for.argtypes = []
+        self.cdll.cudacache_torch_backend.restype = ctypes.c_void_p
+        self.cdll.cudacache_torch_backend.argtypes = []
+        self.built_for = self.cdll.cudacache_torch_built_for().decode()
+
+    def backend(self):
+        return self.cdll.cudacache_torch_backend()
+
+    def register_hooks(self):
+        """None, or why the hooks could not be set."""
+        if self.cdll.cudacache_torch_register_hooks() == 0:
+            return None
+        return (self.cdll.cudacache_torch_last_error() or b"unknown error").decode(
+            errors="replace")
+
+
+def _shim_request(shim, environ=None):
+    """(required, explicit path or None), or None for no shim, from install()'s shim argument
+    and CUDACACHE_TORCH_SHIM."""
+    if shim is False:
+        return None
+    if shim is not None and shim is not True:
+        return True, pathlib.Path(shim)
+    environ = os.environ if environ is None else environ
+    value = environ.get(ENV_SHIM, "").strip()
+    lowered = value.lower()
+    if lowered in ("0", "off", "no", "false"):
+        return None if shim is None else (True, None)
+    if lowered in ("", "auto"):
+        return shim is True, None
+    if lowered in ("1", "on", "yes", "true"):
+        return True, None
+    return True, pathlib.Path(value)
+
+
+def shim_candidates(library_path):
+    """Where install() looks for the shim, given the libcudacache.so in use: next to it (an
+    install), then <build>/torch_shim/ for <build>/allocator/libcudacache.so."""
+    directory = pathlib.Path(library_path).parent
+    return [directory / SHIM_LIBRARY_NAME, directory.parent / "torch_shim" / SHIM_LIBRARY_NAME]
+
+
+def _mapped_files():
+    try:
+        with open("/proc/self/maps") as maps:
+            return {line.split()[5] for line in maps if len(line.split()) >= 6}
+    except OSError:
+        return set()
+
+
+def _find_shim(torch, library, shim):
+    """The _Shim to register, or None; raises InstallError when a required one is unusable."""
+    request = _shim_request(shim)
+    if request is None:
+        return None
+    required, explicit = request
+    candidates = [explicit] if explicit is not None else shim_candidates(library.path)
+    found = [path for path in candidates if path.is_file()]
+    problems = []
+
+    def fail(text, quiet=False):
+        if required:
+            raise InstallError(f"cudacache.torch: the libtorch shim is required but {text}")
+        if found and not quiet:  # a shim exists but cannot be used: say so
+            warnings.warn(f"cudacache.torch: not using the libtorch shim: {text}",
+                          RuntimeWarning, stacklevel=3)
+        return None
+
+    if not found:
+        return fail("it was not found (looked for "
+                    + ", ".join(str(path) for path in candidates) + "); build it with "
+                    "CMake (torch_shim/, built when PyTorch is found) or set " + ENV_SHIM)
+    # The shim links libtorch_cuda by SONAME: only load it into a process whose torch already
+    # loaded its CUDA library (not a CPU-only torch, nor a stand-in), so that it binds to it.
+    if not any(os.path.basename(name).startswith("libtorch_cuda.so") for name in _mapped_files()):
+        return fail(f"torch {getattr(torch, '__version__', '?')} has no libtorch_cuda.so "
+                    "loaded (a CPU-only build?)", quiet=True)
+    torch_version = str(getattr(torch, "__version__", "")).split("+")[0]
+    for path in found:
+        try:
+            candidate = _Shim(path.resolve(), required)
+        except (OSError, AttributeError) as error:
+            problems.append(f"{path}: cannot load it: {error}")
+            continue
+        if candidate.built_for.split(".")[:2] != torch_version.split(".")[:2]:
+            problems.append(f"{path} was built for PyTorch {candidate.built_for}, this is "
+                            f"{torch_version}")
+            continue
+        ours = ctypes.cast(library.cdll.cudacache_malloc, ctypes.c_void_p).value
+        if candidate.backend() != ours:
+            problems.append(f"{path} uses another libcudacache than {library.path}")
+            continue
+        return candidate
+    return fail("; ".join(problems))
 
 
 def is_installed():
@@ -219,8 +376,9 @@ def apply_patches():
             _patches[(module, name)] = getattr(module, name)
             setattr(module, name, replacements[name])
         tensor = getattr(torch, "Tensor", None)
+        # With the shim's hooks PyTorch's own record_stream reaches cudacache.
         if tensor is not None and (tensor, "record_stream") not in _patches \
-                and hasattr(tensor, "record_stream"):
+                and hasattr(tensor, "record_stream") and not _shim_hooks:
             # Inherited from torch._C.TensorBase: restored by deleting our override.
             _patches[(tensor, "record_stream")] = tensor.__dict__.get("record_stream", _INHERITED)
             tensor.record_stream = _record_stream_patch(tensor.record_stream)
