@@ -2,7 +2,10 @@
 # Regenerates bench/RESULTS.md: memory and device-call figures of every allocator on every real
 # trace (cudacache-replay --min-capacity --json) and their time per event (bench_replay), both
 # from a Release build on cudasim, merged into Markdown by bench/replay/write_results.py.
-# About a minute on 2 cores after the build.
+# When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
+# runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: one Python process
+# per replay, so memory and device calls only; bench_replay does not time them). About a minute
+# on 2 cores after the build without PyTorch, 6-8 minutes with it.
 #
 #   bench/results.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail
@@ -16,15 +19,28 @@ fi
 traces=$(cd "$traces" && pwd)
 cd "$root"
 
+allocators=cudacache,pytorch,cub,nocache
+targets=(cudacache-replay bench_replay)
+torch_missing=()
+python=${CUDACACHE_PYTHON:-python3}
+if "$python" -c "import torch" >/dev/null 2>&1; then
+  allocators=cudacache,pytorch,torch-native,torch-expandable,cub,nocache
+  # torch_replay.py preloads cudasim's driver and NVML libraries next to libcudart.so.13.
+  targets+=(cudasim_driver cudasim_nvml)
+else
+  torch_missing=(--torch-missing "\`$python -c \"import torch\"\` failed on this machine")
+  echo "results.sh: $python cannot import torch; leaving out torch-native and torch-expandable" >&2
+fi
+
 cmake --preset release >/dev/null
-cmake --build --preset release --target cudacache-replay bench_replay
+cmake --build --preset release --target "${targets[@]}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-echo "results.sh: cudacache-replay --min-capacity on $traces" >&2
-build/release/tools/replay/cudacache-replay --min-capacity --json "$work/replay.json" \
-  "$traces"/*.csv >/dev/null
+echo "results.sh: cudacache-replay --min-capacity --allocators $allocators on $traces" >&2
+build/release/tools/replay/cudacache-replay --min-capacity --allocators "$allocators" \
+  --json "$work/replay.json" "$traces"/*.csv >/dev/null
 
 echo "results.sh: bench_replay" >&2
 build/release/bench/replay/bench_replay --traces="$traces" --benchmark_min_time=0.2 \
@@ -35,7 +51,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 python3 bench/replay/write_results.py \
   --replay-json "$work/replay.json" --bench-json "$work/bench.json" --traces "$traces" \
   --command "bench/results.sh" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
-  --machine "$cpu, $(nproc) cores (nproc)" \
+  --machine "$cpu, $(nproc) cores (nproc)" "${torch_missing[@]}" \
   --previous bench/RESULTS.md >"$work/RESULTS.md"
 mv "$work/RESULTS.md" bench/RESULTS.md
 echo "results.sh: wrote bench/RESULTS.md" >&2

@@ -15,6 +15,14 @@ import sys
 WRITTEN_BY_HAND_HEADING = "## What the table says"
 # "replay/<trace>/<allocator>/manual_time", as bench_replay registers them.
 BENCHMARK_NAME = re.compile(r"^replay/(?P<trace>[^/]+)/(?P<allocator>[^/]+)/manual_time$")
+# PyTorch's own allocator, which cudacache-replay runs in a Python process per replay
+# (tools/torch_replay/torch_replay.py): memory and device calls only, bench_replay has no run.
+TORCH_ALLOCATORS = ("torch-native", "torch-expandable")
+NOT_TIMED = "n/a (Python)"
+
+
+def runs_in_python(allocator):
+    return allocator in TORCH_ALLOCATORS
 
 
 def parse_arguments():
@@ -26,6 +34,8 @@ def parse_arguments():
     parser.add_argument("--machine", required=True, help="CPU model and core count")
     parser.add_argument("--traces", required=True, help="the traces folder (for NAME.meta.json)")
     parser.add_argument("--previous", help="the RESULTS.md being replaced")
+    parser.add_argument("--torch-missing", metavar="REASON",
+                        help="why torch-native and torch-expandable were not run")
     return parser.parse_args()
 
 
@@ -88,14 +98,19 @@ def table_rows(replay, runs, traces_dir):
         for index, result in enumerate(trace["results"]):
             allocator = result["allocator"]
             run = runs.get((trace["name"], allocator))
-            if run is None:
+            if runs_in_python(allocator):
+                if run is not None:
+                    sys.exit(f"write_results.py: bench_replay timed {trace['name']} / "
+                             f"{allocator}, which this table reports as not timed")
+            elif run is None:
                 sys.exit(f"write_results.py: bench_replay has no run for "
                          f"{trace['name']} / {allocator}")
-            check_same_replay(trace["name"], result, run)
+            else:
+                check_same_replay(trace["name"], result, run)
             if result["oom"]:
                 sys.exit(f"write_results.py: {trace['name']} / {allocator} ran out of memory")
             calls = (result["device_mallocs"], result["device_frees"])
-            ns = run["ns_per_event"]
+            ns = None if run is None else run["ns_per_event"]
             first = index == 0
             recorded = recorded_pytorch_ratio(traces_dir, trace["name"]) if first else None
             rows.append([
@@ -107,7 +122,7 @@ def table_rows(replay, runs, traces_dir):
                 format_ratio(result["min_capacity_over_requested"]),
                 format_ratio(result["reserved_over_requested"]),
                 f"{sum(calls)} ({calls[0]} + {calls[1]})",
-                f"{ns:.0f}",
+                NOT_TIMED if ns is None else f"{ns:.0f}",
             ])
             summary = per_allocator.setdefault(allocator, {"min": [], "reserved": [], "calls": 0,
                                                            "ns": [], "events": 0, "seconds": 0.0})
@@ -115,9 +130,10 @@ def table_rows(replay, runs, traces_dir):
                 summary["min"].append(result["min_capacity_over_requested"])
             summary["reserved"].append(result["reserved_over_requested"])
             summary["calls"] += sum(calls)
-            summary["ns"].append(ns)
             summary["events"] += trace["events"]
-            summary["seconds"] += ns * trace["events"] * 1e-9
+            if ns is not None:
+                summary["ns"].append(ns)
+                summary["seconds"] += ns * trace["events"] * 1e-9
     return rows, per_allocator
 
 
@@ -142,8 +158,8 @@ def summary_rows(per_allocator, trace_count):
             f"{geometric_mean(s['reserved']):.3f}",
             f"{max(s['reserved']):.3f}",
             str(s["calls"]),
-            f"{geometric_mean(s['ns']):.0f}",
-            f"{s['seconds'] * 1e3:.1f}",
+            f"{geometric_mean(s['ns']):.0f}" if s["ns"] else NOT_TIMED,
+            f"{s['seconds'] * 1e3:.1f}" if s["ns"] else NOT_TIMED,
         ])
     return rows
 
@@ -160,6 +176,18 @@ def written_by_hand(previous_path):
         return text[start:].rstrip() + "\n"
     return (f"{WRITTEN_BY_HAND_HEADING}\n\n(To be written from the numbers above; results.sh\n"
             "keeps this section when it regenerates the tables.)\n")
+
+
+def torch_paragraph(allocators, missing_reason):
+    """What the torch-native / torch-expandable rows are, or why there are none."""
+    if any(name in allocators for name in TORCH_ALLOCATORS):
+        return """`torch-native` and `torch-expandable` are **PyTorch's own allocator** (torch 2.15 running on
+cudasim, `tools/torch_replay/torch_replay.py`: each alloc a `torch.empty`, each free a `del`):
+PyTorch's defaults, and `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`."""
+    reason = missing_reason or "cudacache-replay was not asked for them"
+    return f"""`torch-native` and `torch-expandable` (PyTorch's own allocator on cudasim) are **not in this
+run**: {reason}.
+With PyTorch installed (`pip install -r requirements-torch.txt`), results.sh adds both."""
 
 
 def main():
@@ -179,8 +207,16 @@ def main():
     rows, per_allocator = table_rows(replay, ns_per_event_by_run(bench), args.traces)
     load = ", ".join(f"{value:.2f}" for value in bench["context"].get("load_avg", []))
     traces = len(replay["traces"])
+    allocators = {result["allocator"] for trace in replay["traces"]
+                  for result in trace["results"]}
+    if any(name in allocators for name in TORCH_ALLOCATORS):
+        for trace in replay["traces"]:
+            names = {result["allocator"] for result in trace["results"]}
+            if not set(TORCH_ALLOCATORS) <= names:
+                sys.exit(f"write_results.py: {trace['name']}: cudacache-replay ran "
+                         f"{sorted(names)}, not both of {list(TORCH_ALLOCATORS)}")
     out = sys.stdout
-    out.write(f"""# Replay results: real traces through cudacache, PyTorch's policy, CUB, no cache
+    out.write(f"""# Replay results: real traces through cudacache, PyTorch's policy, PyTorch itself, CUB, no cache
 
 Generated by `{args.command}` on {args.date} (Release build).
 Machine: {args.machine}.
@@ -195,25 +231,32 @@ Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacach
 `pytorch` (cudacache set explicitly to PyTorch's native default policy), `cub`
 (`cub::CachingDeviceAllocator`, default bins, unlimited cache), `nocache` (one
 cudaMalloc/cudaFree per request, the floor for memory and the ceiling for device calls).
+{torch_paragraph(allocators, args.torch_missing)}
 
 Columns:
 - **PyTorch recorded**: PyTorch's own peak reserved / peak requested during the recording
   (`pytorch_peak_reserved_from_first_alloc_bytes` of the trace's meta file). Context for the
-  `pytorch` row, not the same experiment: the recording may start mid-run, may call
-  `empty_cache()` (not rows of the CSV) or use other allocator settings.
+  `pytorch` and `torch-native` rows, not the same experiment: the recording may start mid-run,
+  may call `empty_cache()` (not rows of the CSV) or use other allocator settings.
 - **min cap / peak req**: the smallest simulated device (2 MiB steps) on which the whole trace
   completes, over the trace's peak of live requested bytes (`cudacache-replay --min-capacity
   --json`). 1.000 is the physical floor; the 2 MiB step alone can add up to 0.02 on the
   smallest trace.
 - **peak reserved / peak req**: peak device memory the allocator held, as it counts it, on a
   device large enough never to refuse (80 GiB or 8x the peak, whichever is larger); cudasim's
-  own device peak agrees to within 0.01 %.
+  own device peak agrees to within 0.01 %. For `torch-*`, PyTorch's own `memory_stats()`
+  (`reserved_bytes.all.peak`).
 - **device calls**: cudaMalloc + cudaFree calls counted by cudasim during the replay loop on
-  that device (memory still cached when the allocator is destroyed is not counted).
+  that device (memory still cached when the allocator is destroyed is not counted). With
+  expandable segments each physical chunk created (`cuMemCreate`) counts as a malloc and each
+  one released (`cuMemRelease`) as a free.
 - **ns / event**: `bench_replay` (Google Benchmark, manual time of the replay loop only, a fresh
   allocator per iteration), wall-clock time per alloc or free event. `cudacache` and `pytorch`
   run the same policy today, so the gap between their ns / event on a trace is a gauge of
-  run-to-run noise (the build machine is shared).
+  run-to-run noise (the build machine is shared). `torch-*`: **{NOT_TIMED}**, not measured.
+  Each of their replays is a Python process issuing `torch.empty` / `del` through the
+  interpreter, so a time per event would include the interpreter's overhead per call and
+  would not compare with the in-process C++ replays; bench_replay does not run them.
 
 ## Per trace
 
