@@ -59,6 +59,7 @@ Block* split_block(Block* block, std::size_t size, BlockPool& pool) {
   remainder->size = block->size - size;
   remainder->stream = block->stream;
   remainder->segment = block->segment;
+  remainder->segment_order = block->segment_order;
   remainder->prev = block;
   remainder->next = block->next;
   if (remainder->next != nullptr) remainder->next->prev = remainder;

@@ -1,7 +1,13 @@
 // A pool's index of free blocks, and the split and merge operations on a segment's blocks.
 //
-// Free blocks are ordered by (stream, size, address): the first block not below
-// (stream, size, 0) is the best fit on that stream, lowest address among equals.
+// Free blocks are ordered by (stream, size, segment order, address): the first block not below
+// (stream, size, 0, 0) is the best fit on that stream; among equal sizes, the block of the
+// oldest segment (the one cudaMalloc'd first), then the lowest address within that segment.
+// This is PyTorch's order (observed in PyTorch 2.15 on cudasim; its allocation-order counter,
+// described in pytorch PR 183591 as BlockComparatorSizeCounterAddress): the counter is taken at
+// each cudaMalloc and inherited by every block split from that segment. Ranking by address alone
+// differs whenever the driver does not hand out addresses in increasing order (cudasim's and
+// Linux's mmap go top down): a newer segment then wins ties that PyTorch gives to an older one.
 #pragma once
 
 #include "segment.h"
@@ -19,6 +25,7 @@ struct BlockOrder {
     const auto stream_b = reinterpret_cast<std::uintptr_t>(b->stream);
     if (stream_a != stream_b) return stream_a < stream_b;
     if (a->size != b->size) return a->size < b->size;
+    if (a->segment_order != b->segment_order) return a->segment_order < b->segment_order;
     return a->address < b->address;
   }
 };

@@ -5,7 +5,9 @@
 //   roundup_power2_divisions. Size 0 returns nullptr.
 // - Pools: rounded sizes <= 1 MiB use the small pool, carved from 2 MiB segments. Larger ones
 //   use the large pool: a new segment is 20 MiB below 10 MiB, else the size rounded to 2 MiB.
-// - Fit: best fit on the request's stream, free blocks ordered by (stream, size, address).
+// - Fit: best fit on the request's stream, free blocks ordered by (stream, size, segment order,
+//   address): among equal sizes the oldest segment's block wins (PyTorch's allocation-order
+//   counter, block_pool.h), then the lowest address within it.
 //   A block belongs to its allocation stream for life. Oversize blocks (>= max_split_size)
 //   never serve requests below max_split_size nor requests 20 MiB or more smaller.
 // - Split: small pool when the remainder is >= 512 B; large pool when the remainder is
@@ -196,6 +198,7 @@ Block* DeviceAllocator::allocate_segment(Request& request, bool is_retry) {
   block->size = bytes;
   block->stream = request.stream;
   block->segment = segment;
+  block->segment_order = ++segments_created_;
   segment->head = block;
   segments_.emplace(base, segment);
 

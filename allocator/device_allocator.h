@@ -123,6 +123,7 @@ class DeviceAllocator {
   StreamEvents events_ CUDACACHE_GUARDED_BY(mutex_);
   DeviceStats stats_ CUDACACHE_GUARDED_BY(mutex_);
   std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
+  std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
   std::unordered_set<cudaStream_t> verified_streams_ CUDACACHE_GUARDED_BY(mutex_);
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
 };

@@ -35,6 +35,9 @@ struct Block {
   int pending_events = 0;                 // stream events still to complete after free
   std::vector<cudaStream_t> stream_uses;  // extra streams from record_stream
   std::uint64_t gc_count_base = 0;        // pool's free-index search count when it became free
+  // Order of the segment's creation (1, 2, ... per device); every block of a segment carries
+  // its segment's value, inherited through splits. Ranks equal-size free blocks: see BlockOrder.
+  std::uint64_t segment_order = 0;
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
   void* pointer() const { return reinterpret_cast<void*>(address); }

@@ -51,6 +51,42 @@ TEST(BlockPool, BestFitIsSmallestLargeEnoughOnTheStreamLowestAddressFirst) {
   EXPECT_EQ(pool.search_count(), 4u);
 }
 
+// Equal sizes rank by segment order (PyTorch's per-cudaMalloc counter), then address: the
+// block of the older segment wins even at a higher address, and within one segment the lower
+// address wins.
+TEST(BlockPool, EqualSizesPreferTheOlderSegmentThenTheLowerAddress) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  auto make = [&](std::uintptr_t address, std::uint64_t order) {
+    Block* block = f.make(address, 196 * kMiB, nullptr);
+    block->segment_order = order;
+    return block;
+  };
+  pool.insert(make(0x10000000, 3));  // newest segment, lowest address
+  pool.insert(make(0x90000000, 1));  // oldest segment, its second block
+  pool.insert(make(0x80000000, 1));  // oldest segment, its first block
+  pool.insert(make(0x40000000, 2));
+  const std::uintptr_t expected[] = {0x80000000, 0x90000000, 0x40000000, 0x10000000};
+  for (const std::uintptr_t address : expected) {
+    Block* block = pool.take_best_fit(nullptr, 100 * kMiB, SIZE_MAX);
+    ASSERT_NE(block, nullptr);
+    EXPECT_EQ(block->address, address);
+  }
+  EXPECT_TRUE(pool.free_blocks().empty());
+}
+
+TEST(BlockPool, SplitRemainderInheritsTheSegmentOrder) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  Block* whole = f.make(0x1000000, 40 * kMiB, nullptr);
+  whole->segment_order = 7;
+  f.segment.head = whole;
+  Block* rest = split_block(whole, 10 * kMiB, pool);
+  f.owned.push_back(rest);
+  EXPECT_EQ(rest->segment_order, 7u);
+  EXPECT_EQ(whole->segment_order, 7u);
+}
+
 TEST(BlockPool, OversizeBlockIsNotGivenToSmallRequests) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);
@@ -168,6 +204,45 @@ TEST(BlockPool, AllocatorReusesBlocksOnlyOnTheirStream) {
     allocator.deallocate(c);
   }
   cudaStreamDestroy(other);
+}
+
+// The pattern that made the qwen7b_layerwise_sparse_quant_calibration trace diverge from
+// PyTorch 2.15 (on cudasim) at its 82nd event: two free 196 MiB blocks, one the front of an older 392 MiB segment, one a whole newer segment.
+// PyTorch serves a 196 MiB request from the older segment whatever the addresses (cudasim's,
+// like the driver's, need not grow with age), so the 392 MiB segment stays [used, used] and a
+// later 392 MiB request needs a new segment: 3 cudaMallocs, 392 + 196 + 392 = 980 MiB. Ranking
+// by address alone picks the newer segment on a top-down address space; the 392 MiB segment
+// then merges back whole and serves the 392 MiB request: 2 cudaMallocs, 588 MiB.
+TEST(BlockPool, AllocatorBreaksSizeTiesByOlderSegment) {
+  CUDACACHE_REQUIRE_CUDASIM();
+  DeviceAllocator allocator(0, Options{"max_split_size_mb:unlimited,roundup_power2_divisions:1"});
+  constexpr std::size_t kHalf = 196 * kMiB;  // a multiple of 2 MiB: segments are exact
+  void* whole = allocator.allocate(2 * kHalf, nullptr);  // segment 1: 392 MiB
+  allocator.deallocate(whole);
+  void* front = allocator.allocate(kHalf, nullptr);  // splits segment 1
+  void* back = allocator.allocate(kHalf, nullptr);   // the rest of segment 1
+  EXPECT_EQ(front, whole);
+  EXPECT_EQ(static_cast<char*>(back) - static_cast<char*>(front), static_cast<std::ptrdiff_t>(kHalf));
+  void* newer = allocator.allocate(kHalf, nullptr);  // segment 2: 196 MiB
+  EXPECT_EQ(allocator.stats().num_device_alloc, 2);
+  allocator.deallocate(newer);
+  allocator.deallocate(front);  // free 196 MiB blocks: front of segment 1, all of segment 2
+
+  void* again = allocator.allocate(kHalf, nullptr);
+  EXPECT_EQ(again, front);  // the older segment's block, at either address order
+  allocator.deallocate(back);  // segment 1 is [again, free 196 MiB]: no 392 MiB block
+  void* big = allocator.allocate(2 * kHalf, nullptr);
+  MemoryStats stats = allocator.stats();
+  EXPECT_EQ(stats.num_device_alloc, 3);
+  EXPECT_EQ(stats.reserved_bytes[kAllPools].current, static_cast<std::int64_t>(5 * kHalf));
+  EXPECT_EQ(stats.reserved_bytes[kAllPools].peak, static_cast<std::int64_t>(5 * kHalf));
+
+  // The free 196 MiB blocks: back of segment 1 (older) and segment 2. The older one serves.
+  void* last = allocator.allocate(kHalf, nullptr);
+  EXPECT_EQ(last, back);
+  allocator.deallocate(last);
+  allocator.deallocate(big);
+  allocator.deallocate(again);
 }
 
 }  // namespace
