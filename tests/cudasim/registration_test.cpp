@@ -4,25 +4,7 @@
 
 #include "sim_test.h"
 
-// Declared by nvcc's crt headers, which a host-compiled test does not include.
-extern "C" {
-void** __cudaRegisterFatBinary(void* fatCubin);
-void __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
-void __cudaUnregisterFatBinary(void** fatCubinHandle);
-void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun,
-                            const char* deviceName, int thread_limit, uint3* tid, uint3* bid,
-                            dim3* bDim, dim3* gDim, int* wSize);
-void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char* deviceAddress,
-                       const char* deviceName, int ext, size_t size, int constant, int global);
-char __cudaInitModule(void** fatCubinHandle);
-unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
-                                     struct CUstream_st* stream);
-cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem,
-                                       void* stream);
-cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* function);
-cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args,
-                               size_t sharedMem, cudaStream_t stream);
-}
+#include "nvcc_hooks.h"  // tools/cudasim/src: what nvcc's crt headers declare
 
 namespace {
 
