@@ -1,16 +1,35 @@
 #include "block_pool.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace cudacache {
 
-Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size) {
+namespace {
+
+std::size_t growable_size(const Block* block) {
+  const Block* next = block->next;
+  return block->size + (next != nullptr && !next->mapped ? next->size : 0);
+}
+
+}  // namespace
+
+Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
+                                bool expandable) {
   ++search_count_;
   Block key;
   key.stream = stream;
   key.size = size;
-  const auto it = free_.lower_bound(&key);
+  auto it = free_.lower_bound(&key);
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
+  while (expandable) {
+    const auto next = std::next(it);
+    if (next == free_.end() || (*next)->stream != stream ||
+        growable_size(*next) >= growable_size(*it)) {
+      break;
+    }
+    it = next;
+  }
   if (!may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
   auto node = free_.extract(it);
@@ -33,6 +52,10 @@ Block* BlockPool::new_block() {
 void BlockPool::recycle(Block* block) { spare_.push_back(block); }
 
 void BlockPool::insert(Block* block) {
+  if (!block->mapped) {
+    unmapped_.insert(block);
+    return;
+  }
   if (spare_node_.empty()) {
     free_.insert(block);
     return;
@@ -43,6 +66,10 @@ void BlockPool::insert(Block* block) {
 }
 
 void BlockPool::erase(Block* block) {
+  if (!block->mapped) {
+    unmapped_.erase(block);
+    return;
+  }
   auto node = free_.extract(block);
   if (spare_node_.empty()) spare_node_ = std::move(node);
 }
@@ -60,6 +87,7 @@ Block* split_block(Block* block, std::size_t size, BlockPool& pool) {
   remainder->stream = block->stream;
   remainder->segment = block->segment;
   remainder->segment_order = block->segment_order;
+  remainder->mapped = block->mapped;
   remainder->prev = block;
   remainder->next = block->next;
   if (remainder->next != nullptr) remainder->next->prev = remainder;
@@ -69,7 +97,8 @@ Block* split_block(Block* block, std::size_t size, BlockPool& pool) {
 }
 
 std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
-  if (src == nullptr || src->allocated || src->pending_events > 0 || !src->stream_uses.empty()) {
+  if (src == nullptr || src->allocated || src->pending_events > 0 || !src->stream_uses.empty() ||
+      src->mapped != dst->mapped) {
     return 0;
   }
   if (dst->prev == src) {  // [src dst]

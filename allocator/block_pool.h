@@ -30,9 +30,20 @@ struct BlockOrder {
   }
 };
 
+// Unmapped stretches of expandable segments, by (stream, address): the lowest address first.
+struct UnmappedOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    const auto stream_a = reinterpret_cast<std::uintptr_t>(a->stream);
+    const auto stream_b = reinterpret_cast<std::uintptr_t>(b->stream);
+    if (stream_a != stream_b) return stream_a < stream_b;
+    return a->address < b->address;
+  }
+};
+
 class BlockPool {
  public:
   using FreeIndex = std::set<Block*, BlockOrder>;
+  using UnmappedIndex = std::set<Block*, UnmappedOrder>;
 
   explicit BlockPool(PoolKind kind) : kind_(kind) {}
   ~BlockPool();
@@ -41,11 +52,17 @@ class BlockPool {
 
   PoolKind kind() const { return kind_; }
   const FreeIndex& free_blocks() const { return free_; }
+  const UnmappedIndex& unmapped_blocks() const { return unmapped_; }
 
   // Removes and returns the best free block for `size` bytes on `stream`, or nullptr. Counts
-  // searches for the garbage collector's block ages.
-  Block* take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size);
+  // searches for the garbage collector's block ages. With `expandable`, PyTorch's rule for
+  // expandable segments: from the best fit, move on to larger blocks while the next one could
+  // grow less (its size plus the unmapped stretch after it), so the block at the growing end
+  // of a segment is kept for requests nothing else serves.
+  Block* take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
+                       bool expandable = false);
 
+  // Free blocks go to the free index, unmapped ones (block->mapped false) to the unmapped one.
   void insert(Block* block);
   void erase(Block* block);
   std::uint64_t search_count() const { return search_count_; }
@@ -62,6 +79,7 @@ class BlockPool {
   // A node of free_ kept for the next insert: take + split + insert and merge + insert then
   // allocate no host memory.
   FreeIndex::node_type spare_node_;
+  UnmappedIndex unmapped_;
   std::vector<Block*> spare_;
   std::uint64_t search_count_ = 0;
 };
@@ -71,8 +89,8 @@ class BlockPool {
 Block* split_block(Block* block, std::size_t size, BlockPool& pool);
 
 // Absorbs neighbour `src` into `dst` if `src` is free (not allocated, no pending events) and
-// returns the number of bytes absorbed (0 if not merged). On a merge, src is removed from
-// `pool`'s free index and recycled.
+// mapped as `dst` is, and returns the number of bytes absorbed (0 if not merged). On a merge,
+// src is removed from `pool`'s index and recycled.
 std::size_t try_merge(Block* dst, Block* src, BlockPool& pool);
 
 }  // namespace cudacache

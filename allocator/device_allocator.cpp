@@ -25,6 +25,10 @@
 //   OutOfMemoryError (num_ooms). per_process_memory_fraction caps reserved memory at fraction
 //   x total; a segment beyond it fails like cudaMalloc.
 // - empty_cache: waits for pending events and returns every fully free segment.
+// - Expandable segments (expandable_segments:True; expandable_blocks.cpp): instead of new
+//   segments, pages are mapped at the growing end of one range per (stream, pool); empty_cache
+//   and the ladder's release step unmap the whole pages of free blocks. Any remainder of 512 B
+//   or more is split off; the free-block search prefers blocks that cannot grow (block_pool.h).
 // - History (record_history; history.h): every event above is appended to a bounded ring in
 //   PyTorch's trace vocabulary; when off, each costs one branch under the lock already held.
 //
@@ -66,16 +70,25 @@ std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(val
 }  // namespace
 
 DeviceAllocator::DeviceAllocator(int device, const Options& options,
-                                 std::shared_ptr<RetryHooks> hooks)
+                                 std::shared_ptr<RetryHooks> hooks,
+                                 std::unique_ptr<SegmentBackend> backend)
     : device_(device),
       options_(options),
-      hooks_(hooks ? std::move(hooks) : std::make_shared<RetryHooks>()),
-      backend_(std::make_unique<MallocSegmentBackend>()) {
+      hooks_(hooks ? std::move(hooks) : std::make_shared<RetryHooks>()) {
   const int count = device_api::device_count();
   if (device < 0 || device >= count) {
     fail(CUDACACHE_INVALID_DEVICE, "cudacache: invalid device ordinal " + std::to_string(device) +
                                        " (" + std::to_string(count) + " devices)");
   }
+  if (backend != nullptr && backend->device() != device) {
+    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: a segment backend of device " +
+                                         std::to_string(backend->device()) +
+                                         " handed to the allocator of device " +
+                                         std::to_string(device));
+  }
+  const bool want_pages = options_.expandable_segments.enabled;
+  backend_ = backend ? std::move(backend) : make_segment_backend(device, want_pages);
+  expandable_ = want_pages && backend_->page_granularity() > 0;
   if (options_.per_process_memory_fraction.is_set()) {
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
@@ -107,9 +120,11 @@ DeviceAllocator::~DeviceAllocator() {
       delete block;
       block = next;
     }
-    const cudaError_t error = backend_->release(device_, segment->base, segment->size);
-    if (error != cudaSuccess) {
-      logger().error("device {}: cudaFree failed: {}", device_, device_api::error_string(error));
+    if (segment->expandable == nullptr) {  // an expandable one unmaps its pages when deleted
+      const cudaError_t error = backend_->release(segment->base, segment->size);
+      if (error != cudaSuccess) {
+        logger().error("device {}: cudaFree failed: {}", device_, device_api::error_string(error));
+      }
     }
     delete segment;
   }
@@ -158,30 +173,38 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
 Block* DeviceAllocator::find_or_create_block(Request& request) {
   BlockPool& pool = *request.pool;
   const std::size_t max_split = options_.max_split_size();
-  if (Block* block = pool.take_best_fit(request.stream, request.size, max_split)) return block;
+  if (Block* block = pool.take_best_fit(request.stream, request.size, max_split, expandable_)) {
+    return block;
+  }
   if (options_.per_process_memory_fraction.is_set() &&
       options_.garbage_collection_threshold.value > 0.0) {
     garbage_collect();
   }
-  if (Block* block = allocate_segment(request, false)) return block;
+  if (Block* block = grow(request, false)) return block;
   if (release_oversize_blocks(request)) {
-    if (Block* block = allocate_segment(request, false)) return block;
+    if (Block* block = grow(request, false)) return block;
   }
   release_cached_blocks();
-  if (Block* block = allocate_segment(request, true)) return block;
-  return pool.take_best_fit(request.stream, request.size, max_split);  // Note [Search after release]
+  if (Block* block = grow(request, true)) return block;
+  // Note [Search after release]
+  return pool.take_best_fit(request.stream, request.size, max_split, expandable_);
 }
 
-Block* DeviceAllocator::allocate_segment(Request& request, bool is_retry) {
-  MemoryStats& stats = stats_.values();
-  if (is_retry) stats.num_alloc_retries += 1;
-  const std::size_t bytes = segment_size(request.size);
-  if (reserved_total_ + bytes > allowed_maximum_) {
+Block* DeviceAllocator::grow(Request& request, bool is_retry) {
+  if (is_retry) stats_.values().num_alloc_retries += 1;
+  // The cap is checked against a whole segment's size also for expandable segments (PyTorch).
+  if (reserved_total_ + segment_size(request.size) > allowed_maximum_) {
     request.fraction_cap_hit = true;
     return nullptr;
   }
+  return expandable_ ? allocate_expandable(request) : allocate_segment(request);
+}
+
+Block* DeviceAllocator::allocate_segment(Request& request) {
+  MemoryStats& stats = stats_.values();
+  const std::size_t bytes = segment_size(request.size);
   std::uintptr_t base = 0;
-  const cudaError_t error = backend_->allocate(device_, bytes, &base);
+  const cudaError_t error = backend_->allocate(bytes, &base);
   if (error == cudaErrorMemoryAllocation) return nullptr;
   if (error != cudaSuccess) {
     fail(CUDACACHE_CUDA_ERROR, "cudacache: cudaMalloc of " + std::to_string(bytes) +
@@ -216,7 +239,7 @@ void DeviceAllocator::release_segment(Block* block) {
   Segment* segment = block->segment;
   BlockPool& pool = pool_of(*block);
   pool.erase(block);
-  const cudaError_t error = backend_->release(device_, segment->base, segment->size);
+  const cudaError_t error = backend_->release(segment->base, segment->size);
   if (error != cudaSuccess) {
     logger().error("device {}: cudaFree of segment {:#x} failed: {}", device_, segment->base,
                    device_api::error_string(error));
@@ -243,6 +266,7 @@ bool DeviceAllocator::release_oversize_blocks(const Request& request) {
   key.stream = request.stream;
   key.size = std::max(request.size, max_split);
   auto it = index.lower_bound(&key);
+  if (expandable_) return false;  // an expandable block always has neighbours: never "whole"
   if (it != index.end() && (*it)->stream == request.stream && !(*it)->is_split()) {
     release_segment(*it);
     return true;
@@ -272,11 +296,19 @@ void DeviceAllocator::release_cached_blocks() {
   }
   stats_.values().num_sync_all_streams += 1;
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
-    std::vector<Block*> whole;
+    // Expandable: every free block gives back the whole pages inside it.
+    std::vector<Block*> victims;
     for (Block* block : pool->free_blocks()) {
-      if (!block->is_split()) whole.push_back(block);
+      if (expandable_ || !block->is_split()) victims.push_back(block);
     }
-    for (Block* block : whole) release_segment(block);
+    for (Block* block : victims) {
+      if (!expandable_) {
+        release_segment(block);
+        continue;
+      }
+      Block* unmapped = unmap_block(block);
+      if (unmapped != nullptr && !unmapped->is_split()) release_expandable_segment(unmapped);
+    }
   }
 }
 
@@ -286,7 +318,7 @@ void DeviceAllocator::garbage_collect() {
   // reclaimed. Age = free-index searches since the block became free.
   const auto threshold = static_cast<std::size_t>(options_.garbage_collection_threshold.value *
                                                   static_cast<double>(allowed_maximum_));
-  if (reserved_total_ <= threshold) return;
+  if (expandable_ || reserved_total_ <= threshold) return;  // it frees whole segments only
   const std::size_t target = reserved_total_ - threshold;
   const std::uint64_t now = large_pool_.search_count();
   auto age = [now](const Block* block) { return now - block->gc_count_base; };
@@ -330,18 +362,20 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   MemoryStats& stats = stats_.values();
   BlockPool& pool = *request.pool;
   const PoolKind kind = pool.kind();
+  // PyTorch does not keep the inactive_split counters for expandable segments.
+  const bool track_splits = !expandable_;
   const bool already_split = block->is_split();
-  if (should_split(kind, block->size, request.size, options_.max_split_size())) {
+  if (should_split(kind, block->size, request.size, options_.max_split_size(), expandable_)) {
     Block* remainder = split_block(block, request.size, pool);
     remainder->gc_count_base = pool.search_count();
     pool.insert(remainder);
-    if (already_split) {
+    if (track_splits && already_split) {
       DeviceStats::decrease(stats.inactive_split_bytes, kind, as_signed(block->size));
-    } else {
+    } else if (track_splits) {
       DeviceStats::increase(stats.inactive_split_bytes, kind, as_signed(remainder->size));
       DeviceStats::increase(stats.inactive_split, kind, 1);
     }
-  } else if (already_split) {
+  } else if (track_splits && already_split) {
     DeviceStats::decrease(stats.inactive_split_bytes, kind, as_signed(block->size));
     DeviceStats::decrease(stats.inactive_split, kind, 1);
   }
@@ -455,6 +489,7 @@ void DeviceAllocator::free_block(Block* block) {
     split_blocks_change += 1;
     split_bytes_change += as_signed(block->size);
   }
+  if (expandable_) split_blocks_change = split_bytes_change = 0;  // not kept (PyTorch)
   if (split_blocks_change > 0) DeviceStats::increase(stats.inactive_split, kind, split_blocks_change);
   if (split_blocks_change < 0) DeviceStats::decrease(stats.inactive_split, kind, -split_blocks_change);
   if (split_bytes_change > 0) DeviceStats::increase(stats.inactive_split_bytes, kind, split_bytes_change);
@@ -505,35 +540,47 @@ MemorySnapshot DeviceAllocator::snapshot() const {
   std::lock_guard lock(mutex_);
   MemorySnapshot snapshot;
   snapshot.segments.reserve(segments_.size());
-  for (const auto& [base, segment] : segments_) {
-    SegmentSnapshot& out = snapshot.segments.emplace_back();
-    out.device = device_;
-    out.address = segment->base;
-    out.total_size = segment->size;
-    out.stream = reinterpret_cast<std::uintptr_t>(segment->stream);
-    out.segment_type = segment->pool == PoolKind::kSmall ? "small" : "large";
-    out.is_expandable = backend_->expandable();
-    for (const Block* block = segment->head; block != nullptr; block = block->next) {
-      BlockSnapshot& entry = out.blocks.emplace_back();
-      entry.address = block->address;
-      entry.size = block->size;
-      entry.requested_size = block->requested_size;
-      if (block->allocated) {
-        entry.state = "active_allocated";
-        out.allocated_size += block->size;
-      } else if (block->pending_events > 0) {
-        entry.state = "active_pending_free";
-      } else {
-        entry.state = "inactive";
-      }
-      if (block->allocated || block->pending_events > 0) {
-        out.active_size += block->size;
-        out.requested_size += block->requested_size;
-      }
-    }
-  }
+  for (const auto& [base, segment] : segments_) add_segment_snapshots(*segment, snapshot);
   snapshot.trace = history_.entries();
   return snapshot;
+}
+
+// A cudaMalloc segment is one snapshot segment; an expandable segment is one per mapped run
+// (PyTorch's convention; unmapped stretches are not memory).
+void DeviceAllocator::add_segment_snapshots(const Segment& segment,
+                                            MemorySnapshot& snapshot) const {
+  SegmentSnapshot* out = nullptr;
+  for (const Block* block = segment.head; block != nullptr; block = block->next) {
+    if (!block->mapped) {
+      out = nullptr;
+      continue;
+    }
+    if (out == nullptr) {
+      out = &snapshot.segments.emplace_back();
+      out->device = device_;
+      out->address = block->address;
+      out->stream = reinterpret_cast<std::uintptr_t>(segment.stream);
+      out->segment_type = segment.pool == PoolKind::kSmall ? "small" : "large";
+      out->is_expandable = segment.expandable != nullptr;
+    }
+    out->total_size += block->size;
+    BlockSnapshot& entry = out->blocks.emplace_back();
+    entry.address = block->address;
+    entry.size = block->size;
+    entry.requested_size = block->requested_size;
+    if (block->allocated) {
+      entry.state = "active_allocated";
+      out->allocated_size += block->size;
+    } else if (block->pending_events > 0) {
+      entry.state = "active_pending_free";
+    } else {
+      entry.state = "inactive";
+    }
+    if (block->allocated || block->pending_events > 0) {
+      out->active_size += block->size;
+      out->requested_size += block->requested_size;
+    }
+  }
 }
 
 std::string DeviceAllocator::snapshot_json() const { return snapshot_to_json(snapshot()); }

@@ -11,6 +11,7 @@
 #include "options.h"
 #include "retry_hooks.h"
 #include "segment.h"
+#include "segment_backend.h"
 #include "snapshot.h"
 #include "stream_events.h"
 #include "thread_annotations.h"
@@ -35,7 +36,10 @@ namespace cudacache {
 class DeviceAllocator {
  public:
   // `hooks` is shared with other allocators (the C API's process-wide list); null = own list.
-  DeviceAllocator(int device, const Options& options, std::shared_ptr<RetryHooks> hooks = nullptr);
+  // `backend` obtains and returns device memory (segment_backend.h); null =
+  // make_segment_backend(device, options.expandable_segments.enabled).
+  DeviceAllocator(int device, const Options& options, std::shared_ptr<RetryHooks> hooks = nullptr,
+                  std::unique_ptr<SegmentBackend> backend = nullptr);
   // Waits for pending stream events and returns every segment to CUDA, live blocks included.
   ~DeviceAllocator();
   DeviceAllocator(const DeviceAllocator&) = delete;
@@ -69,6 +73,8 @@ class DeviceAllocator {
 
   int device() const { return device_; }
   const Options& options() const { return options_; }
+  // True when segments are expandable: the option is on and the backend has pages.
+  bool expandable() const { return expandable_; }
   RetryHooks& retry_hooks() { return *hooks_; }
 
  private:
@@ -81,8 +87,19 @@ class DeviceAllocator {
   };
 
   Block* find_or_create_block(Request& request) CUDACACHE_REQUIRES(mutex_);
-  Block* allocate_segment(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
+  // New device memory for the request: a segment, or pages of an expandable segment.
+  Block* grow(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
+  Block* allocate_segment(Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
+  // Expandable segments (expandable_blocks.cpp, Note [Expandable segments]).
+  Block* allocate_expandable(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* find_expandable_block(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  bool map_block(Block* block, std::size_t size) CUDACACHE_REQUIRES(mutex_);
+  // Unmaps the whole pages inside a free block; returns the unmapped block, or nullptr.
+  Block* unmap_block(Block* block) CUDACACHE_REQUIRES(mutex_);
+  void release_expandable_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
+  void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
+      CUDACACHE_REQUIRES(mutex_);
   bool release_oversize_blocks(const Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_cached_blocks() CUDACACHE_REQUIRES(mutex_);
   void garbage_collect() CUDACACHE_REQUIRES(mutex_);
@@ -110,7 +127,8 @@ class DeviceAllocator {
   const int device_;
   const Options options_;
   const std::shared_ptr<RetryHooks> hooks_;
-  const std::unique_ptr<SegmentBackend> backend_;
+  std::unique_ptr<SegmentBackend> backend_;  // set once, in the constructor
+  bool expandable_ = false;                  // set once
   std::size_t allowed_maximum_ = SIZE_MAX;  // per_process_memory_fraction cap; set once
 
   mutable std::mutex mutex_;

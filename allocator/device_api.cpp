@@ -68,6 +68,18 @@ cudaError_t synchronize(int device) {
   return cudaDeviceSynchronize();
 }
 
+cudaError_t synchronize_stream(int device, cudaStream_t stream) {
+  DeviceGuard guard(device);
+  cudaError_t error = cudaStreamSynchronize(stream);
+  if (error != cudaSuccess) {
+    // The stream may be gone (destroyed by the application after its last free): waiting for
+    // the whole device is then the safe equivalent.
+    cudaGetLastError();
+    error = cudaDeviceSynchronize();
+  }
+  return error;
+}
+
 cudaError_t create_event(int device, cudaEvent_t* event) {
   DeviceGuard guard(device);
   return cudaEventCreateWithFlags(event, cudaEventDisableTiming);

@@ -23,6 +23,8 @@ cudaError_t malloc_memory(int device, void** ptr, std::size_t bytes);
 cudaError_t free_memory(int device, void* ptr);
 cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes);
 cudaError_t synchronize(int device);
+// Waits for `stream`; for the whole device when the stream cannot be synchronized (destroyed).
+cudaError_t synchronize_stream(int device, cudaStream_t stream);
 
 cudaError_t create_event(int device, cudaEvent_t* event);  // timing disabled
 cudaError_t record_event(int device, cudaEvent_t event, cudaStream_t stream);

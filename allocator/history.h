@@ -9,8 +9,9 @@
 //                    done; at once without)
 //   segment_alloc    cudaMalloc of a segment   addr = segment, size = segment bytes
 //   segment_free     cudaFree of a segment     addr = segment, size = segment bytes
-//   segment_map,     reserved for expandable segments (not supported yet): never recorded
-//   segment_unmap
+//   segment_map      pages mapped into an      addr = first page, size = bytes mapped
+//                    expandable segment
+//   segment_unmap    pages unmapped from one   addr = first page, size = bytes unmapped
 //   oom              an allocation failed      addr = bytes free on the device (PyTorch's
 //                                              `device_free`), size = rounded request
 //   empty_cache      empty_cache() returned    addr = 0, size = segment bytes it released
@@ -34,8 +35,8 @@ enum class HistoryAction : std::uint8_t {
   kFreeCompleted,
   kSegmentAlloc,
   kSegmentFree,
-  kSegmentMap,    // reserved: expandable segments
-  kSegmentUnmap,  // reserved: expandable segments
+  kSegmentMap,    // expandable segments: pages mapped
+  kSegmentUnmap,  // expandable segments: pages unmapped
   kOom,
   kEmptyCache,
 };

@@ -56,8 +56,8 @@ std::string describe_oom(const OomReport& r, const Options& options) {
     text += " Raise per_process_memory_fraction, or free memory.";
   } else if (r.reserved_unallocated_bytes >= r.requested_bytes) {
     text += " Reserved but unallocated memory is large enough for the request but not "
-            "contiguous: expandable segments would avoid this fragmentation but cudacache does "
-            "not support them yet; set CUDACACHE_CONF=max_split_size_mb:" +
+            "contiguous: CUDACACHE_CONF=expandable_segments:True avoids this fragmentation; "
+            "or set max_split_size_mb:" +
             std::to_string(suggested_split_mb) +
             " so that large cached blocks are not split, or call empty_cache() between phases.";
   } else if (r.fragmentation > 0.5) {

@@ -195,8 +195,11 @@ std::string ExpandableSegments::parse(std::string_view text) {
     enabled = false;
     return {};
   }
-  if (text == "True" || text == "true") return "False: expandable_segments is not supported yet";
-  return "True or False (only False is supported yet)";
+  if (text == "True" || text == "true") {
+    enabled = true;
+    return {};
+  }
+  return "True or False";
 }
 
 std::string ExpandableSegments::to_string() const { return enabled ? "True" : "False"; }

@@ -1,22 +1,21 @@
-// Blocks and segments, and the backend that obtains and returns segment memory.
+// Blocks and segments.
 //
-// A Segment is one device range obtained from a SegmentBackend. Its Blocks tile it exactly, in
-// address order, linked through prev/next. A Block is allocated, pending (freed by the caller
-// but waiting for stream events), or free (then it sits in its pool's free index).
-//
-// Note [Segment backends]: the pools only ever ask a backend for a whole new segment and hand
-// back a whole free segment. A later VMM backend (expandable segments: cuMemAddressReserve +
-// cuMemCreate/cuMemMap pages) adds growth and shrinking of a segment's mapped tail behind this
-// same interface; the split/merge code already never assumes that a segment is one
-// cudaMalloc, only that a range is contiguous.
+// A Segment is one device range obtained from a SegmentBackend (segment_backend.h): a cudaMalloc
+// allocation, or the virtual range of an expandable segment (expandable_segment.h). Its Blocks
+// tile it exactly, in address order, linked through prev/next. A Block is allocated, pending
+// (freed by the caller but waiting for stream events), free (then it sits in its pool's free
+// index) or, in an expandable segment only, unmapped (no physical pages behind it; it sits in
+// its pool's unmapped index). Mapped and unmapped blocks never merge.
 #pragma once
 
+#include "expandable_segment.h"
 #include "size_policy.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace cudacache {
@@ -32,6 +31,7 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the segment
   Block* next = nullptr;
   bool allocated = false;
+  bool mapped = true;  // false only for the unmapped stretches of an expandable segment
   int pending_events = 0;                 // stream events still to complete after free
   std::vector<cudaStream_t> stream_uses;  // extra streams from record_stream
   std::uint64_t gc_count_base = 0;        // pool's free-index search count when it became free
@@ -49,24 +49,7 @@ struct Segment {
   cudaStream_t stream = nullptr;
   PoolKind pool = PoolKind::kLarge;
   Block* head = nullptr;  // the block at base
-};
-
-// Obtains and returns whole segments. Errors are the runtime's cudaError_t;
-// cudaErrorMemoryAllocation means "device full" and is not sticky.
-class SegmentBackend {
- public:
-  virtual ~SegmentBackend() = default;
-  virtual cudaError_t allocate(int device, std::size_t bytes, std::uintptr_t* base) = 0;
-  virtual cudaError_t release(int device, std::uintptr_t base, std::size_t bytes) = 0;
-  virtual bool expandable() const = 0;
-};
-
-// One cudaMalloc per segment, one cudaFree per released segment (PyTorch's default).
-class MallocSegmentBackend final : public SegmentBackend {
- public:
-  cudaError_t allocate(int device, std::size_t bytes, std::uintptr_t* base) override;
-  cudaError_t release(int device, std::uintptr_t base, std::size_t bytes) override;
-  bool expandable() const override { return false; }
+  std::unique_ptr<ExpandableSegment> expandable;  // the pages of an expandable segment, else null
 };
 
 }  // namespace cudacache

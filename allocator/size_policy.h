@@ -16,6 +16,11 @@ inline constexpr std::size_t kSmallBuffer = std::size_t{2} << 20;   // small-poo
 inline constexpr std::size_t kLargeBuffer = std::size_t{20} << 20;  // large segment below 10 MiB
 inline constexpr std::size_t kMinLargeAlloc = std::size_t{10} << 20;
 inline constexpr std::size_t kRoundLarge = std::size_t{2} << 20;    // large segment granularity
+// Expandable segments: page size per pool, and the reserved range per (stream, pool) in
+// eighths of the device's memory (PyTorch reserves 1 1/8 x so that every page fits).
+inline constexpr std::size_t kSmallPage = kSmallBuffer;
+inline constexpr std::size_t kLargePage = kLargeBuffer;
+inline constexpr std::size_t kReservedEighths = 9;
 // Largest request accepted: anything larger cannot be a ssize_t (PyTorch's ABI) and would
 // overflow when rounded. Such requests are invalid arguments, not out-of-memory errors.
 inline constexpr std::size_t kMaxRequestBytes = PTRDIFF_MAX;
@@ -58,11 +63,13 @@ inline std::size_t segment_size(std::size_t rounded_size) {
   return round_up(rounded_size, kRoundLarge);
 }
 
-// Whether a free block of block_size serving `size` is split, leaving a free remainder.
+// Whether a free block of block_size serving `size` is split, leaving a free remainder. With
+// expandable segments every pool splits off any remainder of at least 512 B, whatever
+// max_split_size says (PyTorch: the rest of a segment is its growth room, not a cached block).
 inline bool should_split(PoolKind pool, std::size_t block_size, std::size_t size,
-                         std::size_t max_split_size) {
+                         std::size_t max_split_size, bool expandable = false) {
   const std::size_t remaining = block_size - size;
-  if (pool == PoolKind::kSmall) return remaining >= kMinBlockSize;
+  if (pool == PoolKind::kSmall || expandable) return remaining >= kMinBlockSize;
   return size < max_split_size && remaining > kSmallSize;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates bench/RESULTS.md: memory and device-call figures of every allocator on every real
-# trace (cudacache-replay --min-capacity --json) and their time per event (bench_replay), both
-# from a Release build on cudasim, merged into Markdown by bench/replay/write_results.py.
+# Regenerates bench/RESULTS.md: memory and device-call figures (calls by kind and their
+# estimated cost on a GPU) of every allocator on every real trace (cudacache-replay
+# --min-capacity --json) and their time per event (bench_replay: the in-process allocators,
+# pytorch-expandable included), both from a Release build on cudasim, merged into Markdown by
+# bench/replay/write_results.py.
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
 # runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: one Python process
 # per replay, so memory and device calls only; bench_replay does not time them). About a minute
@@ -19,12 +21,12 @@ fi
 traces=$(cd "$traces" && pwd)
 cd "$root"
 
-allocators=cudacache,pytorch,cub,nocache
+allocators=cudacache,pytorch,pytorch-expandable,cub,nocache
 targets=(cudacache-replay bench_replay)
 torch_missing=()
 python=${CUDACACHE_PYTHON:-python3}
 if "$python" -c "import torch" >/dev/null 2>&1; then
-  allocators=cudacache,pytorch,torch-native,torch-expandable,cub,nocache
+  allocators=cudacache,pytorch,pytorch-expandable,torch-native,torch-expandable,cub,nocache
   # torch_replay.py preloads cudasim's driver and NVML libraries next to libcudart.so.13.
   targets+=(cudasim_driver cudasim_nvml)
 else
@@ -43,7 +45,8 @@ build/release/tools/replay/cudacache-replay --min-capacity --allocators "$alloca
   --json "$work/replay.json" "$traces"/*.csv >/dev/null
 
 echo "results.sh: bench_replay" >&2
-build/release/bench/replay/bench_replay --traces="$traces" --benchmark_min_time=0.2 \
+build/release/bench/replay/bench_replay --traces="$traces" \
+  --allocators=cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.2 \
   --benchmark_repetitions=1 --benchmark_out_format=json \
   --benchmark_out="$work/bench.json" >&2
 

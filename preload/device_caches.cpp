@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "real_runtime.h"
+#include "segment_registry.h"
 
 namespace cudacache::preload {
 namespace {
@@ -63,7 +64,9 @@ DeviceAllocator* allocator_for(int device) {
     return nullptr;
   }
   try {
-    auto* allocator = new DeviceAllocator(device, *parsed);
+    auto backend = std::make_unique<TrackingSegmentBackend>(
+        make_segment_backend(device, parsed->expandable_segments.enabled));
+    auto* allocator = new DeviceAllocator(device, *parsed, nullptr, std::move(backend));
     slot.allocator.store(allocator, std::memory_order_release);
     logger().debug("preload: caching device {}", device);
     return allocator;

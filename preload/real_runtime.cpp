@@ -26,7 +26,6 @@ constexpr const char* kNames[kFunctionCount] = {
 #define CUDACACHE_RUNTIME_FUNCTION(type, name, parameters, arguments) #name,
 #include "runtime_functions.inc"
 #undef CUDACACHE_RUNTIME_FUNCTION
-#undef CUDACACHE_SEGMENT_FUNCTION
 };
 
 std::atomic<void*> g_functions[kFunctionCount];
@@ -126,14 +125,11 @@ cudaError_t record_invalid_free() { return cudaFree(&g_invalid_free_target); }
 
 }  // namespace cudacache::preload::real
 
-// The allocator core's runtime calls, redirected here by --wrap (Note [Reentrancy]). Those of
-// cudaMalloc and cudaFree are in segment_registry.cpp.
+// The allocator core's runtime calls, redirected here by --wrap (Note [Reentrancy]).
 extern "C" {
-#define CUDACACHE_SEGMENT_FUNCTION(type, name, parameters, arguments)
 #define CUDACACHE_RUNTIME_FUNCTION(type, name, parameters, arguments)  \
   __attribute__((visibility("hidden"))) type __wrap_##name parameters; \
   type __wrap_##name parameters { return cudacache::preload::real::name arguments; }
 #include "runtime_functions.inc"
 #undef CUDACACHE_RUNTIME_FUNCTION
-#undef CUDACACHE_SEGMENT_FUNCTION
 }

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <new>
 
-#include "real_runtime.h"
 
 namespace cudacache::preload {
 namespace {
@@ -43,41 +42,55 @@ int segment_device(const void* ptr) {
   return address - it->first < it->second.bytes ? it->second.device : -1;
 }
 
-}  // namespace cudacache::preload
+namespace {
 
-using cudacache::preload::Registry;
-
-extern "C" {
-
-__attribute__((visibility("hidden"))) cudaError_t __wrap_cudaMalloc(void** ptr, size_t size);
-__attribute__((visibility("hidden"))) cudaError_t __wrap_cudaFree(void* ptr);
-
-// The allocator calls these with its device current (device_api.cpp's DeviceGuard).
-cudaError_t __wrap_cudaMalloc(void** ptr, size_t size) {
-  namespace real = cudacache::preload::real;
-  const cudaError_t error = real::cudaMalloc(ptr, size);
+// Records [base, base + bytes) on success; a range that cannot be recorded is given back, so
+// that nothing of ours is ever unknown to the hooks.
+template <typename Obtain, typename GiveBack>
+cudaError_t obtain_tracked(int device, std::size_t bytes, std::uintptr_t* base, Obtain obtain,
+                           GiveBack give_back) {
+  const cudaError_t error = obtain();
   if (error != cudaSuccess) return error;
-  int device = 0;
-  real::cudaGetDevice(&device);
   try {
-    Registry& r = cudacache::preload::registry();
+    Registry& r = registry();
     std::lock_guard lock(r.mutex);
-    r.segments[reinterpret_cast<std::uintptr_t>(*ptr)] = {size, device};
+    r.segments[*base] = {bytes, device};
   } catch (const std::bad_alloc&) {
-    real::cudaFree(*ptr);
-    *ptr = nullptr;
+    give_back();
+    *base = 0;
     return cudaErrorMemoryAllocation;
   }
   return cudaSuccess;
 }
 
-cudaError_t __wrap_cudaFree(void* ptr) {
-  {
-    Registry& r = cudacache::preload::registry();
-    std::lock_guard lock(r.mutex);
-    r.segments.erase(reinterpret_cast<std::uintptr_t>(ptr));
-  }
-  return cudacache::preload::real::cudaFree(ptr);
+void forget(std::uintptr_t base) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.segments.erase(base);
 }
 
-}  // extern "C"
+}  // namespace
+
+cudaError_t TrackingSegmentBackend::allocate(std::size_t bytes, std::uintptr_t* base) {
+  return obtain_tracked(
+      device(), bytes, base, [&] { return ForwardingSegmentBackend::allocate(bytes, base); },
+      [&] { ForwardingSegmentBackend::release(*base, bytes); });
+}
+
+cudaError_t TrackingSegmentBackend::release(std::uintptr_t base, std::size_t bytes) {
+  forget(base);
+  return ForwardingSegmentBackend::release(base, bytes);
+}
+
+cudaError_t TrackingSegmentBackend::reserve(std::size_t bytes, std::uintptr_t* base) {
+  return obtain_tracked(
+      device(), bytes, base, [&] { return ForwardingSegmentBackend::reserve(bytes, base); },
+      [&] { ForwardingSegmentBackend::unreserve(*base, bytes); });
+}
+
+cudaError_t TrackingSegmentBackend::unreserve(std::uintptr_t base, std::size_t bytes) {
+  forget(base);
+  return ForwardingSegmentBackend::unreserve(base, bytes);
+}
+
+}  // namespace cudacache::preload

@@ -19,6 +19,9 @@ BENCHMARK_NAME = re.compile(r"^replay/(?P<trace>[^/]+)/(?P<allocator>[^/]+)/manu
 # (tools/torch_replay/torch_replay.py): memory and device calls only, bench_replay has no run.
 TORCH_ALLOCATORS = ("torch-native", "torch-expandable")
 NOT_TIMED = "n/a (Python)"
+# The keys of a result's "device_calls" (cudasim_call_counts' fields), in table order.
+CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
+              "reserve", "address_free")
 
 
 def runs_in_python(allocator):
@@ -53,13 +56,28 @@ def ns_per_event_by_run(bench):
     return found
 
 
+def total_calls(result):
+    """Every device call of a result (the sum of its device_calls), or None when not counted."""
+    calls = result.get("device_calls")
+    return None if calls is None else sum(calls[kind] for kind in CALL_KINDS)
+
+
 def check_same_replay(trace, result, run):
-    """Both tools replay deterministically on the same device size: their counts must agree."""
-    replay_calls = result["device_mallocs"] + result["device_frees"]
-    bench_calls = run.get("device_calls")
-    if bench_calls is not None and round(bench_calls) != replay_calls:
-        sys.exit(f"write_results.py: {trace} / {result['allocator']}: cudacache-replay counted "
-                 f"{replay_calls} device calls, bench_replay {bench_calls:.0f}")
+    """Both tools replay deterministically on the same device size: their counts must agree.
+
+    bench_replay's counters: device_calls, every call of every kind (the sum of
+    cudacache-replay's device_calls); device_mallocs_frees, device_mallocs + device_frees."""
+    mallocs_frees = None
+    if result["device_mallocs"] is not None and result["device_frees"] is not None:
+        mallocs_frees = result["device_mallocs"] + result["device_frees"]
+    for counter, replay_count in (("device_calls", total_calls(result)),
+                                  ("device_mallocs_frees", mallocs_frees)):
+        bench_count = run.get(counter)
+        if bench_count is None or replay_count is None:
+            continue
+        if round(bench_count) != replay_count:
+            sys.exit(f"write_results.py: {trace} / {result['allocator']}: cudacache-replay "
+                     f"counted {replay_count} {counter}, bench_replay {bench_count:.0f}")
 
 
 def recorded_pytorch_ratio(traces_dir, name):
@@ -90,9 +108,19 @@ def geometric_mean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def format_ms(seconds):
+    """An estimated time in milliseconds: "1,234.5", "0.462"; "-" when not counted."""
+    if seconds is None:
+        return "-"
+    milliseconds = seconds * 1e3
+    return f"{milliseconds:,.1f}" if milliseconds >= 1 else f"{milliseconds:.3f}"
+
+
 def table_rows(replay, runs, traces_dir):
-    """One row per (trace, allocator) plus per-allocator lists for the summary."""
+    """One row per (trace, allocator) for the main table and for the device calls by kind,
+    plus per-allocator lists for the summaries."""
     rows = []
+    call_rows = []
     per_allocator = {}
     for trace in replay["traces"]:
         for index, result in enumerate(trace["results"]):
@@ -109,7 +137,8 @@ def table_rows(replay, runs, traces_dir):
                 check_same_replay(trace["name"], result, run)
             if result["oom"]:
                 sys.exit(f"write_results.py: {trace['name']} / {allocator} ran out of memory")
-            calls = (result["device_mallocs"], result["device_frees"])
+            calls = total_calls(result)
+            estimate = result.get("estimated_device_call_seconds")
             ns = None if run is None else run["ns_per_event"]
             first = index == 0
             recorded = recorded_pytorch_ratio(traces_dir, trace["name"]) if first else None
@@ -121,26 +150,48 @@ def table_rows(replay, runs, traces_dir):
                 allocator,
                 format_ratio(result["min_capacity_over_requested"]),
                 format_ratio(result["reserved_over_requested"]),
-                f"{sum(calls)} ({calls[0]} + {calls[1]})",
+                "-" if calls is None else str(calls),
+                format_ms(estimate),
                 NOT_TIMED if ns is None else f"{ns:.0f}",
             ])
-            summary = per_allocator.setdefault(allocator, {"min": [], "reserved": [], "calls": 0,
-                                                           "ns": [], "events": 0, "seconds": 0.0})
+            by_kind = result.get("device_calls")
+            call_rows.append(
+                [f"`{trace['name']}`" if first else "", allocator] +
+                [str(by_kind[kind]) if by_kind is not None else "-" for kind in CALL_KINDS] +
+                ["-" if calls is None else str(calls), format_ms(estimate)])
+            summary = per_allocator.setdefault(
+                allocator, {"min": [], "reserved": [], "calls": 0, "ns": [], "events": 0,
+                            "seconds": 0.0, "by_kind": dict.fromkeys(CALL_KINDS, 0),
+                            "estimate": 0.0, "counted": 0})
             if result["min_capacity_over_requested"] is not None:
                 summary["min"].append(result["min_capacity_over_requested"])
             summary["reserved"].append(result["reserved_over_requested"])
-            summary["calls"] += sum(calls)
+            if calls is not None:
+                summary["counted"] += 1
+                summary["calls"] += calls
+                summary["estimate"] += estimate
+                for kind in CALL_KINDS:
+                    summary["by_kind"][kind] += by_kind[kind]
             summary["events"] += trace["events"]
             if ns is not None:
                 summary["ns"].append(ns)
                 summary["seconds"] += ns * trace["events"] * 1e-9
-    return rows, per_allocator
+    return rows, call_rows, per_allocator
 
 
 def markdown_table(header, rows, align):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def counted_cell(s, trace_count, text):
+    """A summed call figure, marked when some traces had no device calls counted."""
+    if s["counted"] == 0:
+        return "-"
+    if s["counted"] != trace_count:
+        return f"{text} ({s['counted']} of {trace_count} traces)"
+    return text
 
 
 def summary_rows(per_allocator, trace_count):
@@ -157,10 +208,24 @@ def summary_rows(per_allocator, trace_count):
             f"{max(s['min']):.3f}{missing}" if s["min"] else "-",
             f"{geometric_mean(s['reserved']):.3f}",
             f"{max(s['reserved']):.3f}",
-            str(s["calls"]),
+            counted_cell(s, trace_count, f"{s['calls']:,}"),
+            counted_cell(s, trace_count, format_ms(s["estimate"])),
             f"{geometric_mean(s['ns']):.0f}" if s["ns"] else NOT_TIMED,
             f"{s['seconds'] * 1e3:.1f}" if s["ns"] else NOT_TIMED,
         ])
+    return rows
+
+
+def summary_call_rows(per_allocator, trace_count):
+    """Device calls by kind summed over the traces, per allocator."""
+    rows = []
+    for allocator, s in per_allocator.items():
+        if s["counted"] == 0:
+            rows.append([allocator] + ["-"] * (len(CALL_KINDS) + 2))
+            continue
+        rows.append([allocator] + [f"{s['by_kind'][kind]:,}" for kind in CALL_KINDS] +
+                    [counted_cell(s, trace_count, f"{s['calls']:,}"),
+                     counted_cell(s, trace_count, format_ms(s["estimate"]))])
     return rows
 
 
@@ -204,7 +269,8 @@ def main():
               "bench_replay times the replay loop itself, so its timings are unaffected",
               file=sys.stderr)
 
-    rows, per_allocator = table_rows(replay, ns_per_event_by_run(bench), args.traces)
+    rows, call_rows, per_allocator = table_rows(replay, ns_per_event_by_run(bench),
+                                                args.traces)
     load = ", ".join(f"{value:.2f}" for value in bench["context"].get("load_avg", []))
     traces = len(replay["traces"])
     allocators = {result["allocator"] for trace in replay["traces"]
@@ -228,9 +294,10 @@ per cudaMalloc/cudaFree), **not GPU timings**. cudasim's cost per device call is
 driver's: for what a GPU would add, read the device-calls column, not ns / event.
 
 Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacache` (default options),
-`pytorch` (cudacache set explicitly to PyTorch's native default policy), `cub`
+`pytorch` (cudacache set explicitly to PyTorch's native default policy), `pytorch-expandable`
+(the same with `expandable_segments:True`, on the driver's VMM API), `cub`
 (`cub::CachingDeviceAllocator`, default bins, unlimited cache), `nocache` (one
-cudaMalloc/cudaFree per request, the floor for memory and the ceiling for device calls).
+cudaMalloc/cudaFree per request, the floor for memory and the ceiling for cudaMalloc calls).
 {torch_paragraph(allocators, args.torch_missing)}
 
 Columns:
@@ -246,10 +313,16 @@ Columns:
   device large enough never to refuse (80 GiB or 8x the peak, whichever is larger); cudasim's
   own device peak agrees to within 0.01 %. For `torch-*`, PyTorch's own `memory_stats()`
   (`reserved_bytes.all.peak`).
-- **device calls**: cudaMalloc + cudaFree calls counted by cudasim during the replay loop on
-  that device (memory still cached when the allocator is destroyed is not counted). With
-  expandable segments each physical chunk created (`cuMemCreate`) counts as a malloc and each
-  one released (`cuMemRelease`) as a free.
+- **device calls**: every device memory call counted by cudasim during the replay loop on
+  that device, failed ones included: cudaMalloc, cudaFree, the VMM calls of expandable
+  segments (cuMemCreate, cuMemRelease, cuMemMap, cuMemUnmap, cuMemSetAccess,
+  cuMemAddressReserve, cuMemAddressFree) and synchronizations; by kind in "Device calls by
+  kind" below. Memory still cached when the allocator is destroyed is not counted.
+- **est. device-call time (ms)**: those calls weighted by an estimated cost per call on a GPU
+  (published A100 measurements where there are any, estimates otherwise: the table in
+  `tools/replay/README.md`, "Device calls and what they would cost"). An estimate for
+  comparing allocators on a trace, not a measurement: it leaves out the time synchronizing
+  calls wait for kernels, which a replay does not run.
 - **ns / event**: `bench_replay` (Google Benchmark, manual time of the replay loop only, a fresh
   allocator per iteration), wall-clock time per alloc or free event. `cudacache` and `pytorch`
   run the same policy today, so the gap between their ns / event on a trace is a gauge of
@@ -262,20 +335,37 @@ Columns:
 
 {markdown_table(
     ["trace", "events", "peak req", "PyTorch recorded", "allocator", "min cap / peak req",
-     "peak reserved / peak req", "device calls (malloc + free)", "ns / event"],
-    rows, ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:"])}
+     "peak reserved / peak req", "device calls", "est. device-call time (ms)", "ns / event"],
+    rows, ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"])}
+
+## Device calls by kind
+
+Per trace and allocator, as cudasim counts them during the replay loop (failed calls
+included); est. time = calls x cost per call (`tools/replay/README.md`).
+
+{markdown_table(
+    ["trace", "allocator", *CALL_KINDS, "total", "est. time (ms)"],
+    call_rows, ["---", "---"] + ["---:"] * (len(CALL_KINDS) + 2))}
 
 ## Per allocator, over the {traces} traces
 
-Geometric means of the ratios and of ns / event; device calls summed; replay time is the sum
-over traces of ns / event x events (one replay of every trace).
+Geometric means of the ratios and of ns / event; device calls and their estimated time
+summed; replay time is the sum over traces of ns / event x events (one replay of every
+trace).
 
 {markdown_table(
     ["allocator", "min cap / peak req (geomean)", "(worst)",
      "peak reserved / peak req (geomean)", "(worst)", "device calls (total)",
-     "ns / event (geomean)", "replay time, all traces (ms)"],
+     "est. device-call time, all traces (ms)", "ns / event (geomean)",
+     "replay time, all traces (ms)"],
     summary_rows(per_allocator, traces),
-    ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])}
+    ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])}
+
+Device calls by kind, summed over the {traces} traces:
+
+{markdown_table(
+    ["allocator", *CALL_KINDS, "total", "est. time (ms)"],
+    summary_call_rows(per_allocator, traces), ["---"] + ["---:"] * (len(CALL_KINDS) + 2))}
 
 {written_by_hand(args.previous)}""")
 

@@ -139,7 +139,7 @@ TEST_F(OomTest, FragmentedCacheIsReportedWithASuggestion) {
     const std::string message = error.what();
     EXPECT_NE(message.find("fragmentation 0.80"), std::string::npos) << message;
     EXPECT_NE(message.find("max_split_size_mb:60"), std::string::npos) << message;
-    EXPECT_NE(message.find("expandable segments"), std::string::npos) << message;
+    EXPECT_NE(message.find("expandable_segments:True"), std::string::npos) << message;
   }
   const MemoryStats s = allocator.stats();
   EXPECT_EQ(s.num_ooms, 1);

@@ -81,7 +81,7 @@ TEST(Options, DescribeDocumentsEveryOption) {
   const std::string text = Options("max_split_size_mb:64").describe();
   expect_lists_keys(text);
   EXPECT_NE(text.find("max_split_size_mb = 64 (default unlimited)"), std::string::npos) << text;
-  EXPECT_NE(text.find("not supported yet"), std::string::npos);
+  EXPECT_NE(text.find("driver-VMM pages"), std::string::npos);
   EXPECT_NE(text.find("_record_memory_history(max_entries=N)"), std::string::npos);
 }
 
@@ -127,9 +127,12 @@ TEST(Options, MalformedValuesNameKeyAndValue) {
   }
 }
 
-TEST(Options, ExpandableSegmentsTrueIsAClearError) {
-  const std::string message = config_error("expandable_segments:True");
-  EXPECT_NE(message.find("expandable_segments is not supported yet"), std::string::npos) << message;
+TEST(Options, ExpandableSegmentsAcceptsPyTorchSpellings) {
+  EXPECT_TRUE(Options("expandable_segments:True").expandable_segments.enabled);
+  EXPECT_TRUE(Options("expandable_segments:true").expandable_segments.enabled);
+  EXPECT_FALSE(Options("expandable_segments:True,expandable_segments:False")
+                   .expandable_segments.enabled);
+  EXPECT_NE(config_error("expandable_segments:1").find("True or False"), std::string::npos);
 }
 
 TEST(Options, FailedApplyLeavesOptionsUnchanged) {

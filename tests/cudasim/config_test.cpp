@@ -66,7 +66,8 @@ TEST_F(Config, BadValuesStopTheProgramAtLoad) {
       {"CUDASIM_DEVICES", "0"},       {"CUDASIM_DEVICES", "999"},
       {"CUDASIM_DEVICES", "2x"},      {"CUDASIM_DEVICES", "-1"},
       {"CUDASIM_DEVICES", " 2"},      {"CUDASIM_DEVICES", "+2"},
-      {"CUDASIM_REPORT", "yes"},
+      {"CUDASIM_REPORT", "yes"},      {"CUDASIM_VMM", "no"},
+      {"CUDASIM_VMM", "2"},           {"CUDASIM_VMM", " 0"},
   };
   for (const auto& [name, value] : cases) {
     const ProbeRun run = run_probe(std::string(name) + "='" + value + "'", "devices");
@@ -81,14 +82,47 @@ TEST_F(Config, BadValuesStopTheProgramAtLoad) {
 TEST_F(Config, ReportIsOneLine) {
   const ProbeRun run = run_probe("CUDASIM_REPORT=1", "alloc");
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  // a (1024), b (2048), c (1 MiB) malloc'd; a, b freed; 2 MiB cuMemCreate'd, mapped, unmapped,
-  // released while c is alive.
+  // a (1024), b (2048), c (1 MiB) malloc'd; a, b freed; 2 MiB reserved, cuMemCreate'd, mapped,
+  // made accessible, unmapped, released and the range freed, while c is alive; then one
+  // cudaMalloc that fails (a call, not an allocation) and a cudaDeviceSynchronize.
   EXPECT_EQ(run.output,
-            "cudasim: mallocs=4 frees=3 maps=1 unmaps=1 in_use=1048576 peak=3145728\n");
+            "cudasim: mallocs=4 frees=3 maps=1 unmaps=1 in_use=1048576 peak=3145728"
+            " calls: malloc=4 free=2 create=1 release=1 map=1 unmap=1 set_access=1"
+            " synchronize=1 reserve=1 address_free=1\n");
+  // The first six fields are as before the call counts were added, in the same order.
   const std::regex format(
       "cudasim: mallocs=[0-9]+ frees=[0-9]+ maps=[0-9]+ unmaps=[0-9]+ in_use=[0-9]+ "
-      "peak=[0-9]+\n");
+      "peak=[0-9]+ calls: malloc=[0-9]+ free=[0-9]+ create=[0-9]+ release=[0-9]+ map=[0-9]+ "
+      "unmap=[0-9]+ set_access=[0-9]+ synchronize=[0-9]+ reserve=[0-9]+ address_free=[0-9]+\n");
   EXPECT_TRUE(std::regex_match(run.output, format)) << run.output;
+}
+
+// The report sums the call counts over devices.
+TEST_F(Config, ReportSumsDevices) {
+  const ProbeRun run = run_probe("CUDASIM_REPORT=1 CUDASIM_DEVICES=2", "vmm");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "device 0: vmm=1 create=0 granularity=0\n"
+            "device 1: vmm=1 create=0 granularity=0\n"
+            "malloc=0\n"
+            "cudasim: mallocs=3 frees=3 maps=0 unmaps=0 in_use=0 peak=2097152"
+            " calls: malloc=1 free=1 create=2 release=2 map=0 unmap=0 set_access=0"
+            " synchronize=0 reserve=0 address_free=0\n");
+}
+
+// CUDASIM_VMM=0: no device supports VMM; cudaMalloc works as usual.
+TEST_F(Config, VmmCanBeUnsupported) {
+  const ProbeRun off = run_probe("CUDASIM_VMM=0 CUDASIM_DEVICES=2", "vmm");
+  EXPECT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_EQ(off.output,
+            "device 0: vmm=0 create=801 granularity=801\n"
+            "device 1: vmm=0 create=801 granularity=801\n"
+            "malloc=0\n");
+  for (const char* on : {"CUDASIM_VMM=1", "CUDASIM_VMM=", "-u CUDASIM_VMM"}) {
+    const ProbeRun run = run_probe(on, "vmm");
+    EXPECT_EQ(run.exit_code, 0) << on << ": " << run.output;
+    EXPECT_EQ(run.output, "device 0: vmm=1 create=0 granularity=0\nmalloc=0\n") << on;
+  }
 }
 
 TEST_F(Config, NoReportByDefault) {

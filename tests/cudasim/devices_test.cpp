@@ -1,4 +1,6 @@
 // Devices: runs with CUDASIM_DEVICES=2 and CUDASIM_CAPACITY=8GiB (see CMakeLists.txt).
+#include <cuda.h>
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -219,6 +221,43 @@ TEST_F(Devices, PeerAccessAndPriorities) {
   ASSERT_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   EXPECT_EQ(least, 0);
   EXPECT_LT(greatest, least);
+}
+
+// cudasim_set_vmm_supported applies to one device: the other keeps its VMM API.
+TEST_F(Devices, VmmSupportIsPerDevice) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &fn, 13000, 0, &status));
+  const auto attribute = reinterpret_cast<decltype(&cuDeviceGetAttribute)>(fn);
+  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 13000, 0, &status));
+  const auto create = reinterpret_cast<decltype(&cuMemCreate)>(fn);
+  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuMemRelease", &fn, 13000, 0, &status));
+  const auto release = reinterpret_cast<decltype(&cuMemRelease)>(fn);
+  ASSERT_TRUE(attribute && create && release);
+  ASSERT_EQ(cudasim_set_vmm_supported(1, 0), 0);
+  const CUresult expected[] = {CUDA_SUCCESS, CUDA_ERROR_NOT_SUPPORTED};
+  for (int device : {0, 1}) {
+    int supported = -1;
+    ASSERT_EQ(attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                        device),
+              CUDA_SUCCESS);
+    EXPECT_EQ(supported, device == 0 ? 1 : 0) << device;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device};
+    CUmemGenericAllocationHandle h = 0;
+    const CUresult created = create(&h, size_t{2} << 20, &prop, 0);
+    EXPECT_EQ(created, expected[device]) << device;
+    if (created == CUDA_SUCCESS) {
+      EXPECT_EQ(release(h), CUDA_SUCCESS);
+    }
+  }
+  ASSERT_CUDA(cudaSetDevice(1));
+  void* p = nullptr;
+  ASSERT_CUDA(cudaMalloc(&p, 1 << 20));  // the fallback works on the device without VMM
+  ASSERT_CUDA(cudaFree(p));
+  ASSERT_EQ(cudasim_set_vmm_supported(1, 1), 0);
+  EXPECT_EQ(cudasim_set_vmm_supported(2, 0), -1);
 }
 
 }  // namespace

@@ -71,6 +71,27 @@ TEST_F(PerThread, MemoryAndStreamFunctions) {
   EXPECT_EQ(counters().in_use_bytes, 0u);
 }
 
+// cudaMallocAsync_ptsz, cudaFreeAsync_ptsz and cudaStreamSynchronize_ptsz are counted as
+// their plain names are (cudasim_get_call_counts).
+TEST_F(PerThread, CallCountsIncludeThePerThreadNames) {
+  void* d = nullptr;
+  ASSERT_CUDA(cudaMallocAsync(&d, 64, nullptr));
+  EXPECT_EQ(cudaMallocAsync(nullptr, 64, nullptr), cudaErrorInvalidValue);
+  ASSERT_CUDA(cudaStreamSynchronize(nullptr));
+  ASSERT_CUDA(cudaFreeAsync(d, nullptr));
+  EXPECT_EQ(cudaFreeAsync(d, nullptr), cudaErrorInvalidValue);
+  ASSERT_CUDA(cudaFreeAsync(nullptr, nullptr));  // a free of NULL is not counted
+  ASSERT_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  cudasim_call_counts c{};
+  ASSERT_EQ(cudasim_get_call_counts(0, &c), 0);
+  EXPECT_EQ(c.malloc, 2u);
+  EXPECT_EQ(c.free, 2u);
+  EXPECT_EQ(c.synchronize, 2u);
+  EXPECT_EQ(c.create + c.release + c.map + c.unmap + c.set_access + c.reserve + c.address_free,
+            0u);
+  (void)cudaGetLastError();
+}
+
 TEST_F(PerThread, LaunchFailsLoudly) {
   testing::internal::CaptureStderr();
   const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&counters), dim3(1),

@@ -3,6 +3,8 @@
 //   probe alloc          a fixed sequence of allocations (see config_test's report check)
 //   probe unimplemented  calls a runtime function cudasim does not implement
 //   probe lookup         looks up a driver function cudasim lacks, and one it has
+//   probe vmm            per device: the VMM attribute and what cuMemCreate and
+//                        cuMemGetAllocationGranularity return; then what cudaMalloc returns
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -39,19 +41,65 @@ int alloc() {
   const auto address_free = driver<decltype(&cuMemAddressFree)>("cuMemAddressFree");
   const auto map = driver<decltype(&cuMemMap)>("cuMemMap");
   const auto unmap = driver<decltype(&cuMemUnmap)>("cuMemUnmap");
-  if (!create || !release || !reserve || !address_free || !map || !unmap) return fail("lookup");
+  const auto set_access = driver<decltype(&cuMemSetAccess)>("cuMemSetAccess");
+  if (!create || !release || !reserve || !address_free || !map || !unmap || !set_access) {
+    return fail("lookup");
+  }
   const size_t size = size_t{2} << 20;
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   CUmemGenericAllocationHandle h = 0;
   CUdeviceptr va = 0;
   if (create(&h, size, &prop, 0) != CUDA_SUCCESS || reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS ||
-      map(va, size, 0, h, 0) != CUDA_SUCCESS || unmap(va, size) != CUDA_SUCCESS ||
-      release(h) != CUDA_SUCCESS || address_free(va, size) != CUDA_SUCCESS) {
+      map(va, size, 0, h, 0) != CUDA_SUCCESS || set_access(va, size, &access, 1) != CUDA_SUCCESS ||
+      unmap(va, size) != CUDA_SUCCESS || release(h) != CUDA_SUCCESS ||
+      address_free(va, size) != CUDA_SUCCESS) {
     return fail("VMM");
   }
+  // Failed calls are calls too: one more malloc in the report's call counts.
+  void* too_big = nullptr;
+  if (cudaMalloc(&too_big, ~size_t{0}) != cudaErrorMemoryAllocation) return fail("huge cudaMalloc");
+  (void)cudaGetLastError();
+  if (cudaDeviceSynchronize() != cudaSuccess) return fail("cudaDeviceSynchronize");
   return 0;  // c stays allocated: the report shows it in use
+}
+
+int vmm() {
+  const auto attribute = driver<decltype(&cuDeviceGetAttribute)>("cuDeviceGetAttribute");
+  const auto create = driver<decltype(&cuMemCreate)>("cuMemCreate");
+  const auto release = driver<decltype(&cuMemRelease)>("cuMemRelease");
+  const auto granularity =
+      driver<decltype(&cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity");
+  if (!attribute || !create || !release || !granularity) return fail("lookup");
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return fail("cudaGetDeviceCount");
+  for (int device = 0; device < count; ++device) {
+    int supported = -1;
+    if (attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
+        CUDA_SUCCESS) {
+      return fail("cuDeviceGetAttribute");
+    }
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    CUmemGenericAllocationHandle h = 0;
+    const CUresult created = create(&h, size_t{2} << 20, &prop, 0);
+    if (created == CUDA_SUCCESS && release(h) != CUDA_SUCCESS) return fail("cuMemRelease");
+    size_t g = 0;
+    const CUresult granular = granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    std::printf("device %d: vmm=%d create=%d granularity=%d\n", device, supported,
+                static_cast<int>(created), static_cast<int>(granular));
+  }
+  void* p = nullptr;
+  const cudaError_t malloced = cudaMalloc(&p, 1 << 20);
+  std::printf("malloc=%d\n", static_cast<int>(malloced));
+  std::fflush(stdout);  // before the CUDASIM_REPORT line, written at exit
+  return malloced == cudaSuccess && cudaFree(p) == cudaSuccess ? 0 : 1;
 }
 
 }  // namespace
@@ -69,6 +117,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (std::strcmp(argv[1], "alloc") == 0) return alloc();
+  if (std::strcmp(argv[1], "vmm") == 0) return vmm();
   if (std::strcmp(argv[1], "lookup") == 0) {
     const bool missing = driver<void*>("cuNoSuchFunction") == nullptr;
     const bool present = driver<void*>("cuMemCreate") != nullptr;

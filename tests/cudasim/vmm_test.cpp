@@ -1,4 +1,6 @@
 // The driver VMM API, reached through cudaGetDriverEntryPointByVersion as real programs do.
+// cudasim holds programs to CUDA's documented rules (RulesOf* tests below, one per rule), so
+// that what works here works on a GPU.
 #include <cuda.h>
 #include <sys/mman.h>
 
@@ -24,6 +26,7 @@ struct Driver {
   decltype(&cuMemUnmap) unmap;
   decltype(&cuMemSetAccess) set_access;
   decltype(&cuMemGetAllocationGranularity) granularity;
+  decltype(&cuDeviceGetAttribute) attribute;
 };
 
 template <typename F>
@@ -50,6 +53,7 @@ class Vmm : public SimTest {
     load("cuMemUnmap", &d.unmap);
     load("cuMemSetAccess", &d.set_access);
     load("cuMemGetAllocationGranularity", &d.granularity);
+    load("cuDeviceGetAttribute", &d.attribute);
   }
 
   static CUmemAllocationProp prop(int device = 0) {
@@ -151,8 +155,10 @@ TEST_F(Vmm, Validation) {
   EXPECT_EQ(d.map(base + 3 * kGranularity, 2 * kGranularity, 0, h, 0),
             CUDA_ERROR_INVALID_VALUE);  // runs past the reservation
   ASSERT_EQ(d.map(base, 2 * kGranularity, 0, h, 0), CUDA_SUCCESS);
-  EXPECT_EQ(d.map(base + kGranularity, kGranularity, kGranularity, h, 0),
-            CUDA_ERROR_ALREADY_MAPPED);
+  CUmemGenericAllocationHandle small = 0;
+  ASSERT_EQ(d.create(&small, kGranularity, &p, 0), CUDA_SUCCESS);
+  EXPECT_EQ(d.map(base + kGranularity, kGranularity, 0, small, 0), CUDA_ERROR_ALREADY_MAPPED);
+  ASSERT_EQ(d.release(small), CUDA_SUCCESS);
   EXPECT_EQ(d.unmap(base, kGranularity), CUDA_ERROR_INVALID_VALUE);  // part of a mapping
   EXPECT_EQ(d.unmap(base + 2 * kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);
   const CUmemAccessDesc rw = access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
@@ -200,6 +206,149 @@ TEST_F(Vmm, DeviceResetReleasesPhysicalMemory) {
   ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);  // reservations survive
 }
 
+// cuMemMap maps a whole handle: offset 0 (cuda.h: "currently must be zero") and the handle's
+// size. CUDA has no partial mappings of a handle, so cudasim has none either.
+TEST_F(Vmm, RulesOfMapWholeHandleAtOffsetZero) {
+  CUdeviceptr base = 0;
+  ASSERT_EQ(d.reserve(&base, 4 * kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  const CUmemAllocationProp p = prop();
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(d.create(&h, 2 * kGranularity, &p, 0), CUDA_SUCCESS);
+  EXPECT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // first half
+  EXPECT_EQ(d.map(base, kGranularity, kGranularity, h, 0), CUDA_ERROR_INVALID_VALUE);  // second
+  EXPECT_EQ(d.map(base, 2 * kGranularity, kGranularity, h, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.map(base, 2 * kGranularity, 4096, h, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.map(base, 4 * kGranularity, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // beyond it
+  EXPECT_EQ(counters().maps, 0u);
+  // The same handle may be mapped whole at several addresses, as in CUDA.
+  ASSERT_EQ(d.map(base, 2 * kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base + 2 * kGranularity, 2 * kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.unmap(base, 4 * kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+  ASSERT_EQ(d.address_free(base, 4 * kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(counters().in_use_bytes, 0u);
+}
+
+// cuMemUnmap takes whole mappings, one or several adjacent ones, starting at a mapping: "cannot
+// unmap a sub-range of an address range mapped by cuMemCreate / cuMemMap".
+TEST_F(Vmm, RulesOfUnmapWholeMappings) {
+  CUdeviceptr base = 0;
+  ASSERT_EQ(d.reserve(&base, 6 * kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  const CUmemAllocationProp p = prop();
+  CUmemGenericAllocationHandle a = 0, b = 0, c = 0;
+  ASSERT_EQ(d.create(&a, kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&b, 2 * kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&c, kGranularity, &p, 0), CUDA_SUCCESS);
+  // a at [0, 1), b at [1, 3), a gap at [3, 4), c at [4, 5) granules.
+  ASSERT_EQ(d.map(base, kGranularity, 0, a, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base + kGranularity, 2 * kGranularity, 0, b, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base + 4 * kGranularity, kGranularity, 0, c, 0), CUDA_SUCCESS);
+  EXPECT_EQ(d.unmap(base + kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);  // b's head
+  EXPECT_EQ(d.unmap(base + 2 * kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);  // tail
+  EXPECT_EQ(d.unmap(base, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);  // a and half of b
+  EXPECT_EQ(d.unmap(base, 5 * kGranularity), CUDA_ERROR_INVALID_VALUE);  // across the gap
+  EXPECT_EQ(d.unmap(base + 3 * kGranularity, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.unmap(base, kGranularity + 4096), CUDA_ERROR_INVALID_VALUE);  // not granular
+  EXPECT_EQ(d.unmap(base + 4096, kGranularity), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.unmap(base, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(counters().unmaps, 0u);
+  ASSERT_EQ(d.unmap(base, 3 * kGranularity), CUDA_SUCCESS);  // a and b, both whole
+  ASSERT_EQ(d.unmap(base + 4 * kGranularity, kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(counters().unmaps, 2u);
+  for (const CUmemGenericAllocationHandle h : {a, b, c}) ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+  ASSERT_EQ(d.address_free(base, 6 * kGranularity), CUDA_SUCCESS);
+}
+
+// Sizes and addresses (hints too) are multiples of the granularity everywhere; alignments are
+// powers of two.
+TEST_F(Vmm, RulesOfGranularity) {
+  const CUmemAllocationProp p = prop();
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(d.create(&h, kGranularity + 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.create(&h, kGranularity / 2, &p, 0), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr base = 0;
+  EXPECT_EQ(d.reserve(&base, kGranularity / 2, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.reserve(&base, kGranularity, 3 * kGranularity, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(d.reserve(&base, 4 * kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  CUdeviceptr other = 0;
+  // The address hint too (CUDA asks only for the page size there; stricter is safe).
+  EXPECT_EQ(d.reserve(&other, kGranularity, 0, base + 4 * kGranularity + 4096, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(d.create(&h, 2 * kGranularity, &p, 0), CUDA_SUCCESS);
+  EXPECT_EQ(d.map(base + 4096, 2 * kGranularity, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.map(base + kGranularity / 2, 2 * kGranularity, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(d.map(base, 2 * kGranularity, 0, h, 0), CUDA_SUCCESS);
+  // cuMemSetAccess: a granular range, mapped throughout.
+  const CUmemAccessDesc rw = access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  EXPECT_EQ(d.set_access(base + 4096, kGranularity, &rw, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.set_access(base, 4096, &rw, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.set_access(base, kGranularity + 4096, &rw, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.set_access(base + kGranularity / 2, kGranularity, &rw, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.set_access(base, 3 * kGranularity, &rw, 1), CUDA_ERROR_INVALID_VALUE);  // unmapped
+  ASSERT_EQ(d.set_access(base, 2 * kGranularity, &rw, 1), CUDA_SUCCESS);
+  ASSERT_EQ(d.unmap(base, 2 * kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+  // cuMemAddressFree: exactly a reservation, from its start.
+  EXPECT_EQ(d.address_free(base + kGranularity, 3 * kGranularity), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.address_free(base + 4096, 4 * kGranularity - 4096), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.address_free(base, 4 * kGranularity + 4096), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.address_free(base, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(d.address_free(base, 4 * kGranularity), CUDA_SUCCESS);
+  // A granular hint is fine (and only a hint).
+  ASSERT_EQ(d.reserve(&other, kGranularity, 0, base, 0), CUDA_SUCCESS);
+  EXPECT_EQ(other % kGranularity, 0u);
+  ASSERT_EQ(d.address_free(other, kGranularity), CUDA_SUCCESS);
+}
+
+TEST_F(Vmm, UnsupportedDevice) {
+  int supported = -1;
+  ASSERT_EQ(d.attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(supported, 1);  // the default
+  const CUmemAllocationProp p = prop();
+  CUmemGenericAllocationHandle before = 0;
+  ASSERT_EQ(d.create(&before, kGranularity, &p, 0), CUDA_SUCCESS);
+
+  ASSERT_EQ(cudasim_set_vmm_supported(0, 0), 0);
+  ASSERT_EQ(d.attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(supported, 0);
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_ERROR_NOT_SUPPORTED);
+  size_t g = 0;
+  EXPECT_EQ(d.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(d.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(d.create(&h, 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);  // bad arguments stay bad
+  cudasim_counters c = counters();
+  EXPECT_EQ(c.mallocs, 1u);
+  EXPECT_EQ(c.in_use_bytes, kGranularity);
+  // cudaMalloc, the allocator's fallback, is unaffected.
+  void* ptr = nullptr;
+  ASSERT_CUDA(cudaMalloc(&ptr, 4 << 20));
+  ASSERT_CUDA(cudaFree(ptr));
+  // A handle created before stays usable.
+  CUdeviceptr base = 0;
+  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base, kGranularity, 0, before, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(before), CUDA_SUCCESS);
+
+  ASSERT_EQ(cudasim_set_vmm_supported(0, 1), 0);
+  ASSERT_EQ(d.attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+            CUDA_SUCCESS);
+  EXPECT_EQ(supported, 1);
+  ASSERT_EQ(d.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+
+  EXPECT_EQ(cudasim_set_vmm_supported(1, 0), -1);  // one device here
+  EXPECT_EQ(cudasim_set_vmm_supported(-1, 0), -1);
+  EXPECT_EQ(cudasim_set_vmm_supported(0, 2), -1);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 class VmmDeath : public Vmm {
  protected:
   void SetUp() override {
@@ -231,6 +380,45 @@ TEST_F(VmmDeath, WriteToMappedPageWithoutAccessFaults) {
   EXPECT_EXIT(ptr[100] = 1, ::testing::KilledBySignal(SIGSEGV), "");
   ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
   EXPECT_EXIT(static_cast<void>(ptr[100]), ::testing::KilledBySignal(SIGSEGV), "");
+  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+  ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+}
+
+// A new mapping has no access until cuMemSetAccess: reading it faults too.
+TEST_F(VmmDeath, RulesOfAccessReadBeforeSetAccessFaults) {
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle h = 0;
+  const CUmemAllocationProp p = prop();
+  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  auto* ptr = reinterpret_cast<volatile char*>(base);
+  EXPECT_EXIT(static_cast<void>(ptr[kGranularity - 1]), ::testing::KilledBySignal(SIGSEGV), "");
+  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+  ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+}
+
+// "all mappings start with no accessibility setup": access granted to a mapping does not
+// survive its cuMemUnmap; mapping the same handle there again needs cuMemSetAccess again.
+TEST_F(VmmDeath, RulesOfAccessRemapNeedsSetAccessAgain) {
+  CUdeviceptr base = 0;
+  CUmemGenericAllocationHandle h = 0;
+  const CUmemAllocationProp p = prop();
+  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  const CUmemAccessDesc rw = access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  ASSERT_EQ(d.set_access(base, kGranularity, &rw, 1), CUDA_SUCCESS);
+  auto* ptr = reinterpret_cast<volatile char*>(base);
+  ptr[7] = 42;
+  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  EXPECT_EXIT(ptr[7] = 1, ::testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT(static_cast<void>(ptr[7]), ::testing::KilledBySignal(SIGSEGV), "");
+  ASSERT_EQ(d.set_access(base, kGranularity, &rw, 1), CUDA_SUCCESS);
+  EXPECT_EQ(ptr[7], 42);  // same physical memory
+  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
   ASSERT_EQ(d.release(h), CUDA_SUCCESS);
   ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
 }

@@ -5,7 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
 
+#include "device_call_costs.h"
 #include "json_test_reader.h"
 #include "pickle_builder.h"
 #include "trace_csv.h"
@@ -62,6 +68,16 @@ TEST_F(Cli, HelpDescribesTheTool) {
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.output.find("usage: cudacache-replay"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("--min-capacity"), std::string::npos);
+}
+
+TEST_F(Cli, HelpListsEveryAllocator) {
+  const ToolRun run = run_tool("--help");
+  EXPECT_EQ(run.exit_code, 0);
+  for (const char* name : {"cudacache:CONF", "pytorch ", "pytorch-expandable", "cub", "nocache",
+                           "torch-native", "torch-expandable"}) {
+    EXPECT_NE(run.output.find(std::string("\n  ") + name), std::string::npos) << name;
+  }
+  EXPECT_NE(run.output.find("est. call time"), std::string::npos) << run.output;
 }
 
 TEST_F(Cli, BadOptionIsExitTwoWithAMessage) {
@@ -138,6 +154,110 @@ TEST_F(Cli, JsonCarriesEveryFigure) {
     }
     EXPECT_EQ(result.at("seconds").type, Json::Type::kNumber);
   }
+}
+
+// Every key a result had before device calls were counted by kind, and the two that came with
+// them: nothing renamed, nothing dropped.
+TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run =
+      run_tool("--allocators nocache,cub --min-capacity --json " + path("out.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Json root = JsonReader(read_file_bytes(path("out.json"))).read();
+  const Json& trace = root.at("traces").array.at(0);
+  std::set<std::string> trace_keys;
+  for (const auto& [key, value] : trace.object) trace_keys.insert(key);
+  EXPECT_EQ(trace_keys,
+            (std::set<std::string>{"name", "events", "allocs", "frees", "empty_cache_calls",
+                                   "streams", "peak_requested_bytes", "results"}));
+  const std::set<std::string> expected{"allocator",
+                                       "peak_allocated_bytes",
+                                       "peak_reserved_bytes",
+                                       "reserved_over_requested",
+                                       "device_peak_bytes",
+                                       "min_capacity_bytes",
+                                       "min_capacity_over_requested",
+                                       "device_mallocs",
+                                       "device_frees",
+                                       "device_calls",
+                                       "estimated_device_call_seconds",
+                                       "capacity_bytes",
+                                       "oom",
+                                       "oom_event_index",
+                                       "events_replayed",
+                                       "seconds",
+                                       "events_per_second"};
+  for (const Json& result : trace.at("results").array) {
+    std::set<std::string> keys;
+    for (const auto& [key, value] : result.object) keys.insert(key);
+    EXPECT_EQ(keys, expected) << result.at("allocator").text;
+  }
+}
+
+// cudasim counts every call by kind: on the small trace nocache makes one cudaMalloc per alloc
+// and one cudaFree per free; CUB caches the 1 MiB block in its 2 MiB bin (not freed) and
+// cudaFree's the 2.5 MiB block (above its largest bin) at once. Nothing else is called.
+TEST_F(Cli, JsonCountsDeviceCallsByKindAndCostsThem) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache,cub --json " + path("out.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Json root = JsonReader(read_file_bytes(path("out.json"))).read();
+  const auto& results = root.at("traces").array.at(0).at("results").array;
+  ASSERT_EQ(results.size(), 2u);
+  const std::map<std::string, std::map<std::string, int>> expected{
+      {"nocache", {{"malloc", 2}, {"free", 2}}},
+      {"cub", {{"malloc", 2}, {"free", 1}}},
+  };
+  for (const Json& result : results) {
+    const std::string& name = result.at("allocator").text;
+    SCOPED_TRACE(name);
+    const Json& calls = result.at("device_calls");
+    ASSERT_EQ(calls.type, Json::Type::kObject);
+    ASSERT_EQ(calls.object.size(), kDeviceCallKinds);
+    double expected_us = 0.0;
+    for (const DeviceCallCost& cost : device_call_costs()) {
+      const std::string key(cost.key);
+      const auto it = expected.at(name).find(key);
+      const int count = it == expected.at(name).end() ? 0 : it->second;
+      EXPECT_EQ(calls.at(key).number, count) << key;
+      expected_us += count * cost.microseconds;
+    }
+    // Written with 9 significant digits.
+    EXPECT_NEAR(result.at("estimated_device_call_seconds").number, expected_us * 1e-6,
+                expected_us * 1e-6 * 1e-8);
+    // The successful mallocs and frees agree with the calls here (none failed).
+    EXPECT_EQ(result.at("device_mallocs").number, calls.at("malloc").number);
+    EXPECT_EQ(result.at("device_frees").number, calls.at("free").number);
+  }
+}
+
+TEST_F(Cli, TableShowsDeviceCallsAndTheirEstimatedTime) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache,cub " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("device calls"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("est. call time"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("device calls by kind"), std::string::npos) << run.output;
+  const std::size_t header = run.output.find(
+      "malloc  free  create  release  map  unmap  set_access  synchronize  reserve  "
+      "address_free  total  est. time");
+  ASSERT_NE(header, std::string::npos) << run.output;
+  // nocache: 2 cudaMalloc + 2 cudaFree, costed by the table.
+  DeviceCalls nocache;
+  nocache[DeviceCallKind::kMalloc] = 2;
+  nocache[DeviceCallKind::kFree] = 2;
+  char estimate[32];
+  std::snprintf(estimate, sizeof estimate, "%.1f us", nocache.estimated_seconds() * 1e6);
+  const std::size_t row = run.output.find("   nocache ", header);
+  ASSERT_NE(row, std::string::npos) << run.output;
+  const std::string line = run.output.substr(row, run.output.find('\n', row) - row);
+  std::istringstream cells(line);
+  std::vector<std::string> words{std::istream_iterator<std::string>(cells), {}};
+  const std::vector<std::string> counts{"nocache", "2", "2", "0", "0", "0",
+                                        "0",       "0", "0", "0", "0", "4"};
+  ASSERT_GT(words.size(), counts.size()) << line;
+  EXPECT_EQ(std::vector<std::string>(words.begin(), words.begin() + 12), counts) << line;
+  EXPECT_NE(line.find(estimate), std::string::npos) << line << " / " << estimate;
 }
 
 TEST_F(Cli, CapacityCausesAnOomThatIsReportedNotFatal) {

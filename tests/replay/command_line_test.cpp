@@ -32,6 +32,28 @@ TEST(CommandLine, CudacacheConfigsKeepTheirCommas) {
   EXPECT_EQ(line.traces, std::vector<std::string>{"t.csv"});
 }
 
+// Every allocator name ends a cudacache config: a comma before one starts the next allocator.
+TEST(CommandLine, AllocatorNamesEndACudacacheConfig) {
+  if (!cudacache_adapter_built()) GTEST_SKIP() << "built without the cudacache adapter";
+  const CommandLine line =
+      parse({"--allocators",
+             "cudacache:max_split_size_mb:128,pytorch,cudacache:max_split_size_mb:"
+             "64,roundup_power2_divisions:2,nocache"});
+  EXPECT_EQ(line.allocators,
+            (std::vector<std::string>{"cudacache:max_split_size_mb:128", "pytorch",
+                                      "cudacache:max_split_size_mb:64,roundup_power2_divisions:2",
+                                      "nocache"}));
+}
+
+// Needs cudacache's expandable_segments:True (validated when the command line is parsed).
+TEST(CommandLine, PytorchExpandableIsAnAllocatorName) {
+  if (!cudacache_adapter_built()) GTEST_SKIP() << "built without the cudacache adapter";
+  const CommandLine line =
+      parse({"--allocators", "cudacache:max_split_size_mb:128,pytorch-expandable,cub"});
+  EXPECT_EQ(line.allocators, (std::vector<std::string>{"cudacache:max_split_size_mb:128",
+                                                       "pytorch-expandable", "cub"}));
+}
+
 TEST(CommandLine, ByteSizes) {
   EXPECT_EQ(parse_byte_size("24GiB"), 24ull << 30);
   EXPECT_EQ(parse_byte_size("512MiB"), 512ull << 20);

@@ -1,6 +1,9 @@
 // Each adapter replayed on a tiny trace whose figures are worked out by hand below.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <utility>
+
 #include "cudasim.h"
 #include "replay_allocator.h"
 #include "replayer.h"
@@ -27,6 +30,13 @@ const char* const kTinyTrace =
     "free,3,1500,0\n"
     "empty_cache,,,\n";
 
+// Device calls with the given counts, every other kind 0.
+DeviceCalls calls(std::initializer_list<std::pair<DeviceCallKind, std::uint64_t>> counts) {
+  DeviceCalls result;
+  for (const auto& [kind, count] : counts) result[kind] = count;
+  return result;
+}
+
 class ReplayAllocators : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,6 +57,8 @@ TEST_F(ReplayAllocators, NoCacheHoldsExactlyWhatIsLive) {
   EXPECT_EQ(r.device_mallocs, 5u);
   EXPECT_EQ(r.device_frees, 5u);
   EXPECT_EQ(r.capacity_bytes, 64 * kMiB);
+  // By kind: one cudaMalloc per alloc, one cudaFree per free, nothing else.
+  EXPECT_EQ(r.device_calls, calls({{DeviceCallKind::kMalloc, 5}, {DeviceCallKind::kFree, 5}}));
 }
 
 TEST_F(ReplayAllocators, CubCachesBinnedBlocksAndFreesLargeOnes) {
@@ -57,6 +69,7 @@ TEST_F(ReplayAllocators, CubCachesBinnedBlocksAndFreesLargeOnes) {
   // and cudaFree'd at once. empty_cache frees the three cached blocks.
   EXPECT_EQ(r.device_mallocs, 4u);
   EXPECT_EQ(r.device_frees, 4u);
+  EXPECT_EQ(r.device_calls, calls({{DeviceCallKind::kMalloc, 4}, {DeviceCallKind::kFree, 4}}));
   // Peak while the 3 MiB block is live: live 4096 + 3 MiB, cached 4096 + 32768.
   EXPECT_EQ(r.peak_allocated_bytes, 4096u + 3145728);
   EXPECT_EQ(r.peak_reserved_bytes, 4096u + 3145728 + 4096 + 32768);
@@ -77,6 +90,10 @@ TEST_F(ReplayAllocators, OutOfMemoryIsRecordedAndCleanedUp) {
     ASSERT_EQ(cudasim_get_counters(0, &counters), 0);
     EXPECT_EQ(counters.in_use_bytes, 0u);  // the live 4 MiB block was freed after the OOM
   }
+  // A failed call costs the driver too: nocache's refused cudaMalloc is a call, not a malloc.
+  const ReplayResult r = replay_trace(trace, "nocache", 6 * kMiB);
+  EXPECT_EQ(r.device_mallocs, 1u);
+  EXPECT_EQ(r.device_calls, calls({{DeviceCallKind::kMalloc, 2}}));
 }
 
 TEST_F(ReplayAllocators, StreamsAreCreatedPerTraceStream) {
@@ -126,6 +143,44 @@ TEST_F(CudacacheAdapters, PytorchIsPyTorchsNativePolicy) {
   EXPECT_EQ(r.peak_reserved_bytes, (2 + 20 + 16) * kMiB);
   EXPECT_EQ(r.device_peak_bytes, (2 + 20 + 16) * kMiB);
   EXPECT_EQ(r.device_mallocs, 3u);
+  EXPECT_EQ(r.device_calls, calls({{DeviceCallKind::kMalloc, 3}}));
+}
+
+// PyTorch's policy with expandable_segments:True (Note [Expandable Segments] in PyTorch's
+// CUDACachingAllocator.cpp): one address reservation per (pool, stream); physical memory in
+// 2 MiB (small pool) or 20 MiB (large pool) cuMemCreate chunks, each cuMemMap'ed at the end of
+// its segment as it grows, with one cuMemSetAccess per growth; empty_cache synchronizes, unmaps
+// and releases every free chunk and frees a reservation left empty. These are the counts
+// PyTorch 2.15 itself makes on cudasim (torch-expandable, tests/torch/test_torch_replay.py):
+// the 1000 B block maps one 2 MiB chunk; the 5 MiB block one 20 MiB chunk; the 16 MiB block
+// does not fit the 15 MiB left, so the segment grows by one more 20 MiB chunk.
+TEST_F(CudacacheAdapters, PytorchExpandableIsPyTorchsExpandablePolicy) {
+  const Trace trace = parse_trace_csv(
+      "op,id,size,stream\n"
+      "alloc,0,1000,0\n"
+      "alloc,1,5242880,0\n"
+      "alloc,2,16777216,0\n"
+      "free,0,1000,0\n"
+      "free,1,5242880,0\n"
+      "free,2,16777216,0\n"
+      "empty_cache,,,\n",
+      "expandable.csv");
+  const ReplayResult r = replay_trace(trace, "pytorch-expandable", 256 * kMiB);
+  EXPECT_FALSE(r.oom) << r.oom_message;
+  EXPECT_EQ(r.peak_allocated_bytes, 1024u + 5 * kMiB + 16 * kMiB);
+  EXPECT_EQ(r.peak_reserved_bytes, (2 + 20 + 20) * kMiB);
+  EXPECT_EQ(r.device_peak_bytes, (2 + 20 + 20) * kMiB);
+  EXPECT_EQ(r.device_calls, calls({{DeviceCallKind::kCreate, 3},
+                                   {DeviceCallKind::kRelease, 3},
+                                   {DeviceCallKind::kMap, 3},
+                                   {DeviceCallKind::kUnmap, 3},
+                                   {DeviceCallKind::kSetAccess, 3},
+                                   {DeviceCallKind::kSynchronize, 2},
+                                   {DeviceCallKind::kReserve, 2},
+                                   {DeviceCallKind::kAddressFree, 2}}));
+  // The native policy on the same trace: three cudaMalloc'd segments, freed by empty_cache.
+  const ReplayResult native = replay_trace(trace, "pytorch", 256 * kMiB);
+  EXPECT_EQ(native.device_calls, calls({{DeviceCallKind::kMalloc, 3}, {DeviceCallKind::kFree, 3}}));
 }
 
 TEST_F(CudacacheAdapters, DefaultOptionsMatchThePytorchPolicyAndTheDevice) {

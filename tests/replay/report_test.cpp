@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <sstream>
 
+#include "device_call_costs.h"
 #include "json_test_reader.h"
 #include "trace_csv.h"
 
@@ -24,6 +26,10 @@ TraceReport sample_report() {
   found.device_peak_bytes = 4608;
   found.device_mallocs = 2;
   found.device_frees = 1;
+  found.device_calls = DeviceCalls{};
+  (*found.device_calls)[DeviceCallKind::kMalloc] = 3;  // one failed
+  (*found.device_calls)[DeviceCallKind::kFree] = 1;
+  (*found.device_calls)[DeviceCallKind::kSynchronize] = 2;
   found.events_replayed = 4;
   found.seconds = 0.5;
   found.min_capacity_bytes = 2 << 20;
@@ -70,6 +76,31 @@ TEST(Report, JsonHasThePromisedShape) {
   EXPECT_EQ(nocache.at("peak_reserved_bytes").type, Json::Type::kNull);
   EXPECT_EQ(nocache.at("min_capacity_bytes").type, Json::Type::kNull);
   EXPECT_EQ(nocache.at("device_mallocs").type, Json::Type::kNull);
+  EXPECT_EQ(nocache.at("device_calls").type, Json::Type::kNull);
+  EXPECT_EQ(nocache.at("estimated_device_call_seconds").type, Json::Type::kNull);
+}
+
+TEST(Report, JsonHasDeviceCallsByKindAndTheirEstimatedTime) {
+  std::ostringstream out;
+  write_json({sample_report()}, out);
+  const Json cub = JsonReader(out.str()).read().at("traces").array[0].at("results").array[0];
+  const Json& calls = cub.at("device_calls");
+  ASSERT_EQ(calls.type, Json::Type::kObject);
+  ASSERT_EQ(calls.object.size(), kDeviceCallKinds);
+  for (const DeviceCallCost& cost : device_call_costs()) {
+    const std::string key(cost.key);
+    const double expected = cost.kind == DeviceCallKind::kMalloc        ? 3
+                            : cost.kind == DeviceCallKind::kFree        ? 1
+                            : cost.kind == DeviceCallKind::kSynchronize ? 2
+                                                                        : 0;
+    EXPECT_EQ(calls.at(key).number, expected) << key;
+  }
+  const double expected_us = 3 * device_call_cost(DeviceCallKind::kMalloc).microseconds +
+                             device_call_cost(DeviceCallKind::kFree).microseconds +
+                             2 * device_call_cost(DeviceCallKind::kSynchronize).microseconds;
+  EXPECT_NEAR(cub.at("estimated_device_call_seconds").number, expected_us * 1e-6, 1e-12);
+  // Unchanged beside them: the successful mallocs and frees as cudasim_get_counters has them.
+  EXPECT_EQ(cub.at("device_mallocs").number, 2);
 }
 
 TEST(Report, TableShowsEveryAllocatorAndTheOom) {
@@ -83,6 +114,32 @@ TEST(Report, TableShowsEveryAllocatorAndTheOom) {
   EXPECT_NE(table.find("event 2/4"), std::string::npos) << table;
   EXPECT_NE(table.find("nocache ran out of memory: cudaMalloc(24) failed"), std::string::npos)
       << table;
+}
+
+TEST(Report, TableShowsDeviceCallsWhereCounted) {
+  std::ostringstream out;
+  print_table(sample_report(), out);
+  const std::string table = out.str();
+  EXPECT_NE(table.find("device calls"), std::string::npos) << table;
+  EXPECT_NE(table.find("est. call time"), std::string::npos) << table;
+  // The by-kind table lists cub (counted) and leaves out nocache (not counted).
+  const std::size_t by_kind = table.find("device calls by kind");
+  ASSERT_NE(by_kind, std::string::npos) << table;
+  EXPECT_NE(table.find("   cub ", by_kind), std::string::npos) << table;
+  EXPECT_EQ(table.find("   nocache ", by_kind), std::string::npos) << table;
+  const double us = (3 * device_call_cost(DeviceCallKind::kMalloc).microseconds +
+                     device_call_cost(DeviceCallKind::kFree).microseconds +
+                     2 * device_call_cost(DeviceCallKind::kSynchronize).microseconds);
+  char estimate[32];
+  std::snprintf(estimate, sizeof estimate, "%.1f us", us);
+  EXPECT_NE(table.find(estimate), std::string::npos) << table << estimate;
+
+  // Without any counted result there is no by-kind table at all.
+  TraceReport uncounted = sample_report();
+  uncounted.results.front().device_calls.reset();
+  std::ostringstream plain;
+  print_table(uncounted, plain);
+  EXPECT_EQ(plain.str().find("device calls by kind"), std::string::npos) << plain.str();
 }
 
 TEST(Report, FormatsBytes) {

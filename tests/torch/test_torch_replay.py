@@ -20,6 +20,14 @@ DRIVER = REPO / "tools" / "torch_replay" / "torch_replay.py"
 TRACES = pathlib.Path(os.environ.get("CUDACACHE_TRACES_DIR", REPO.parent / "shared" / "traces"))
 # PyTorch's own peak reserved bytes while recording (meta.json:
 # pytorch_peak_reserved_from_first_alloc_bytes).
+# The keys of "device_calls": cudasim_call_counts' fields, in order.
+CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
+              "reserve", "address_free")
+# The figures that cudacache's pytorch / pytorch-expandable and PyTorch's torch-native /
+# torch-expandable must agree on.
+SAME_POLICY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_peak_bytes",
+                    "device_mallocs", "device_frees", "device_calls",
+                    "estimated_device_call_seconds", "min_capacity_bytes")
 RECORDED_PEAK_RESERVED = {
     "decomfl_zo_federated_opt_finetune": 1897922560,
     "dit_text_diffusion_train_oom": 23397924864,
@@ -68,6 +76,15 @@ def small_trace(directory):
     return path
 
 
+def expandable_trace(directory):
+    """Small and large blocks, freed, then empty_cache: every VMM call PyTorch makes."""
+    path = pathlib.Path(directory) / "expandable.csv"
+    path.write_text("op,id,size,stream\nalloc,0,1000,0\nalloc,1,5242880,0\n"
+                    "alloc,2,16777216,0\nfree,0,1000,0\nfree,1,5242880,0\n"
+                    "free,2,16777216,0\nempty_cache,,,\n")
+    return path
+
+
 class TorchReplayDriver(unittest.TestCase):
     def test_native_reproduces_pytorchs_recorded_peak_reserved(self):
         for name, recorded in RECORDED_PEAK_RESERVED.items():
@@ -109,6 +126,30 @@ class TorchReplayDriver(unittest.TestCase):
             self.assertIn("CUDA out of memory", below["oom_message"])
             self.assertLess(below["events_replayed"], trace["events"])
 
+    def test_device_calls_by_kind(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = expandable_trace(directory)
+            _, native = driver_result(path)
+            _, expandable = driver_result(path, "--expandable")
+        for result in (native, expandable):
+            self.assertEqual(tuple(result["device_calls"]), CALL_KINDS)
+        # Native: one cudaMalloc per segment (2 MiB small, 20 MiB for 5 MiB, 16 MiB exact), all
+        # cudaFree'd by empty_cache; nothing else.
+        self.assertEqual(native["device_calls"],
+                         {**dict.fromkeys(CALL_KINDS, 0), "malloc": 3, "free": 3})
+        self.assertEqual(native["device_mallocs"], 3)
+        # Expandable: a reservation per pool, a 2 MiB and two 20 MiB chunks created, mapped and
+        # made accessible as the segments grow; empty_cache synchronizes each segment, unmaps
+        # and releases every chunk and frees both reservations. cuMemCreate / cuMemRelease are
+        # also device_mallocs / device_frees.
+        self.assertEqual(expandable["device_calls"],
+                         {"malloc": 0, "free": 0, "create": 3, "release": 3, "map": 3,
+                          "unmap": 3, "set_access": 3, "synchronize": 2, "reserve": 2,
+                          "address_free": 2})
+        self.assertEqual(expandable["device_mallocs"], 3)
+        self.assertEqual(expandable["device_frees"], 3)
+        self.assertEqual(expandable["peak_reserved_bytes"], 42 * MiB)
+
     def test_bad_trace_is_exit_2(self):
         with tempfile.TemporaryDirectory() as directory:
             bad = pathlib.Path(directory) / "bad.csv"
@@ -139,11 +180,33 @@ class ReplayToolTorchAllocators(unittest.TestCase):
             (trace,) = json.loads(out.read_text())["traces"]
             results = {r["allocator"]: r for r in trace["results"]}
         native, policy = results["torch-native"], results["pytorch"]
-        # cudacache configured as PyTorch's policy and PyTorch itself agree on every figure.
-        for key in ("peak_allocated_bytes", "peak_reserved_bytes", "device_peak_bytes",
-                    "device_mallocs", "device_frees", "min_capacity_bytes"):
+        # cudacache configured as PyTorch's policy and PyTorch itself agree on every figure,
+        # device calls by kind and their estimated cost included.
+        for key in SAME_POLICY_KEYS:
             self.assertEqual(native[key], policy[key], key)
+        self.assertEqual(tuple(native["device_calls"]), CALL_KINDS)
+        self.assertGreater(native["estimated_device_call_seconds"], 0)
         self.assertIsNotNone(results["torch-expandable"]["min_capacity_bytes"])
+        self.assertEqual(tuple(results["torch-expandable"]["device_calls"]), CALL_KINDS)
+
+    def test_pytorch_expandable_beside_torch_expandable(self):
+        """cudacache as PyTorch's expandable-segments policy against PyTorch's own: needs
+        cudacache's expandable_segments:True."""
+        tool = self.replay_tool()
+        with tempfile.TemporaryDirectory() as directory:
+            paths = [small_trace(directory), expandable_trace(directory)]
+            out = pathlib.Path(directory) / "replay.json"
+            completed = subprocess.run(
+                [tool, "--allocators", "pytorch-expandable,torch-expandable", "--min-capacity",
+                 "--json", str(out), *map(str, paths)],
+                capture_output=True, text=True, timeout=1200)
+            self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+            traces = json.loads(out.read_text())["traces"]
+        for trace in traces:
+            results = {r["allocator"]: r for r in trace["results"]}
+            ours, theirs = results["pytorch-expandable"], results["torch-expandable"]
+            for key in SAME_POLICY_KEYS:
+                self.assertEqual(ours[key], theirs[key], f"{trace['name']}: {key}")
 
     def test_recorded_trace_through_the_tool(self):
         tool = self.replay_tool()
@@ -157,6 +220,8 @@ class ReplayToolTorchAllocators(unittest.TestCase):
         self.assertEqual(result["peak_reserved_bytes"],
                          RECORDED_PEAK_RESERVED["decomfl_zo_federated_opt_finetune"])
         self.assertEqual(result["device_mallocs"], 61)  # the recording's segment_alloc count
+        self.assertEqual(result["device_calls"]["malloc"], 61)
+        self.assertEqual(sum(result["device_calls"].values()), 61)
 
 
 if __name__ == "__main__":

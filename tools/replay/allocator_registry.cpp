@@ -30,7 +30,8 @@ constexpr std::string_view kCudacachePrefix = "cudacache:";
 }
 
 bool is_cudacache_name(const std::string& name) {
-  return name == "cudacache" || name == "pytorch" || name.starts_with(kCudacachePrefix);
+  return name == "cudacache" || name == "pytorch" || name == "pytorch-expandable" ||
+         name.starts_with(kCudacachePrefix);
 }
 
 }  // namespace
@@ -43,6 +44,8 @@ std::vector<AllocatorSpec> known_allocators() {
       {"cudacache:CONF",
        "cudacache with a CUDACACHE_CONF string, e.g. cudacache:max_split_size_mb:128"},
       {"pytorch", "cudacache configured explicitly as PyTorch's native default policy"},
+      {"pytorch-expandable",
+       "cudacache configured as PyTorch's policy with expandable_segments:True"},
       {"cub",
        "cub::CachingDeviceAllocator, default bins (512 B..2 MiB, growth 8), unlimited cache"},
       {"nocache", "one cudaMalloc/cudaFree per request"},
@@ -64,6 +67,7 @@ void validate_allocator_name(const std::string& name) {
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
   if (name.starts_with(kCudacachePrefix))
     validate_cudacache_config(name.substr(kCudacachePrefix.size()));
+  if (name == "pytorch-expandable") validate_cudacache_config(kPyTorchExpandableConfig);
 #else
   cudacache_not_built(name);
 #endif
@@ -76,6 +80,7 @@ std::unique_ptr<ReplayAllocator> make_replay_allocator(const std::string& name) 
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
   if (name == "cudacache") return make_cudacache_allocator("");
   if (name == "pytorch") return make_cudacache_allocator(kPyTorchNativeConfig);
+  if (name == "pytorch-expandable") return make_cudacache_allocator(kPyTorchExpandableConfig);
   return make_cudacache_allocator(name.substr(kCudacachePrefix.size()));
 #else
   cudacache_not_built(name);

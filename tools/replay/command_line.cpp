@@ -10,8 +10,9 @@ namespace cudacache::replay {
 namespace {
 
 bool starts_allocator_name(const std::string& piece) {
-  return piece == "nocache" || piece == "cub" || piece == "pytorch" || piece == "cudacache" ||
-         piece.starts_with("cudacache:");
+  return piece == "nocache" || piece == "cub" || piece == "pytorch" ||
+         piece == "pytorch-expandable" || piece == "torch-native" || piece == "torch-expandable" ||
+         piece == "cudacache" || piece.starts_with("cudacache:");
 }
 
 // "cudacache:max_split_size_mb:128,roundup_power2_divisions:4,cub": a piece that does not
@@ -112,14 +113,17 @@ std::string usage_text() {
       "\n"
       "allocators:\n";
   for (const AllocatorSpec& spec : known_allocators()) {
-    text += "  " + spec.name + std::string(spec.name.size() < 18 ? 18 - spec.name.size() : 1, ' ') +
+    text += "  " + spec.name + std::string(spec.name.size() < 20 ? 20 - spec.name.size() : 1, ' ') +
             spec.description + "\n";
   }
   text +=
       "\n"
       "Columns: peak alloc/reserved as the allocator counts them; reserved/req = peak reserved\n"
-      "over the trace's peak requested bytes (the floor no allocator can go below); device peak,\n"
-      "cudaMalloc, cudaFree as cudasim counts them; time and events/s of the replay loop.\n"
+      "over the trace's peak requested bytes (the floor no allocator can go below); device peak\n"
+      "and device calls (every CUDA memory call, by kind in a second table) as cudasim counts\n"
+      "them; est. call time = those calls weighted by an estimated cost per call on a GPU\n"
+      "(the table in tools/replay/README.md), not a measurement; time and events/s of the\n"
+      "replay loop.\n"
       "Exit status: 0 done (an out-of-memory is a result, not a failure), 1 runtime failure,\n"
       "2 bad command line or malformed input.\n";
   return text;

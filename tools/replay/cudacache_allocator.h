@@ -13,6 +13,11 @@ namespace cudacache::replay {
 inline constexpr const char* kPyTorchNativeConfig =
     "max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:False";
 
+// PyTorch's policy with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the `pytorch-expandable`
+// allocator, to be compared with PyTorch's own (`torch-expandable`).
+inline constexpr const char* kPyTorchExpandableConfig =
+    "max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:True";
+
 // cudacache::DeviceAllocator on device 0 with Options parsed from `config` (CUDACACHE_CONF
 // syntax; "" = cudacache's defaults). Throws std::invalid_argument on a bad config string.
 std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& config);

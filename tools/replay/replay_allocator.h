@@ -43,7 +43,8 @@ struct AllocatorSpec {
   std::string description;  // one line for --help and the table legend
 };
 
-// Builds the allocator that `name` names: nocache, cub, cudacache, cudacache:CONF, pytorch.
+// Builds the allocator that `name` names: nocache, cub, cudacache, cudacache:CONF, pytorch,
+// pytorch-expandable.
 // Throws std::invalid_argument naming the valid names when it names none.
 std::unique_ptr<ReplayAllocator> make_replay_allocator(const std::string& name);
 

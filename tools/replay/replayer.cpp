@@ -103,6 +103,7 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
       result.device_mallocs = counters->mallocs;
       result.device_frees = counters->frees;
     }
+    result.device_calls = device_call_counts();
     for (std::size_t slot = 0; slot < live.size(); ++slot) {
       if (live[slot]) allocator->free(pointers[slot]);
     }

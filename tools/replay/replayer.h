@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "device_call_costs.h"
 #include "trace.h"
 
 namespace cudacache::replay {
@@ -24,6 +25,9 @@ struct ReplayResult {
   std::optional<std::uint64_t> device_peak_bytes;
   std::optional<std::uint64_t> device_mallocs;
   std::optional<std::uint64_t> device_frees;
+  // Every device call by kind, failed ones included (cudasim_get_call_counts), counted like
+  // device_mallocs during the event loop only. Absent on a real GPU.
+  std::optional<DeviceCalls> device_calls;
   std::optional<std::uint64_t> capacity_bytes;  // simulated capacity during the replay
   bool oom = false;
   std::optional<std::size_t> oom_event;  // 0-based index of the event that failed
@@ -32,6 +36,13 @@ struct ReplayResult {
   double seconds = 0.0;             // the event loop only, not setup or cleanup
   std::optional<std::uint64_t> min_capacity_bytes;
   std::size_t min_capacity_replays = 0;
+
+  // The device calls weighted by the cost table (device_call_costs.h): an estimate of the time
+  // a GPU driver would spend in them, not a measurement.
+  std::optional<double> estimated_device_call_seconds() const {
+    if (!device_calls) return std::nullopt;
+    return device_calls->estimated_seconds();
+  }
 
   double events_per_second() const {
     return seconds > 0.0 ? static_cast<double>(events_replayed) / seconds : 0.0;

@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -24,13 +25,20 @@ std::string format_ratio(const std::optional<std::uint64_t>& bytes, std::uint64_
   return format_fixed(static_cast<double>(*bytes) / static_cast<double>(floor_bytes), 3);
 }
 
-std::string format_count(const std::optional<std::uint64_t>& count) {
-  return count ? std::to_string(*count) : "-";
-}
-
 std::string format_seconds(double seconds) {
   if (seconds < 1.0) return format_fixed(seconds * 1e3, 1) + " ms";
   return format_fixed(seconds, 2) + " s";
+}
+
+// An estimated duration: "489.5 us", "18.2 ms", "3.41 s"; "-" when absent.
+std::string format_estimate(const std::optional<double>& seconds) {
+  if (!seconds) return "-";
+  if (*seconds < 1e-3) return format_fixed(*seconds * 1e6, 1) + " us";
+  return format_seconds(*seconds);
+}
+
+std::string format_total_calls(const std::optional<DeviceCalls>& calls) {
+  return calls ? std::to_string(calls->total()) : "-";
 }
 
 std::string format_rate(double per_second) {
@@ -45,7 +53,8 @@ std::string format_oom(const ReplayResult& result, std::size_t events) {
 }
 
 void print_row(std::ostream& out, const std::vector<std::string>& cells,
-               const std::vector<std::size_t>& widths) {
+               const std::vector<std::size_t>& widths, const std::string& indent) {
+  out << indent;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     if (i == 0) {
       out << std::left << std::setw(static_cast<int>(widths[i])) << cells[i];
@@ -54,6 +63,37 @@ void print_row(std::ostream& out, const std::vector<std::string>& cells,
     }
   }
   out << '\n';
+}
+
+// Rows (the first one the header) with each column as wide as its widest cell.
+void print_rows(std::ostream& out, const std::vector<std::vector<std::string>>& rows,
+                const std::string& indent = "") {
+  std::vector<std::size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) print_row(out, row, widths, indent);
+}
+
+// Device calls by kind, one row per allocator that has them (cudasim counts them).
+void print_calls_by_kind(const TraceReport& report, std::ostream& out) {
+  std::vector<std::string> header{"allocator"};
+  for (const DeviceCallCost& cost : device_call_costs()) header.emplace_back(cost.key);
+  header.emplace_back("total");
+  header.emplace_back("est. time");
+  std::vector<std::vector<std::string>> rows{header};
+  for (const ReplayResult& r : report.results) {
+    if (!r.device_calls) continue;
+    std::vector<std::string> row{r.allocator};
+    for (std::uint64_t count : r.device_calls->counts) row.push_back(std::to_string(count));
+    row.push_back(std::to_string(r.device_calls->total()));
+    row.push_back(format_estimate(r.estimated_device_call_seconds()));
+    rows.push_back(std::move(row));
+  }
+  if (rows.size() == 1) return;
+  out << "   device calls by kind; est. time = calls x cost per call on a GPU "
+         "(tools/replay/README.md):\n";
+  print_rows(out, rows, "   ");
 }
 
 void write_json_string(std::ostream& out, const std::string& text) {
@@ -107,6 +147,20 @@ void write_json_double(std::ostream& out, double value) {
   out << text.str();
 }
 
+// {"malloc": N, "free": N, ...} in the cost table's order, or null.
+void write_json_device_calls(std::ostream& out, const std::optional<DeviceCalls>& calls) {
+  if (!calls) {
+    out << "null";
+    return;
+  }
+  out << "{";
+  for (const DeviceCallCost& cost : device_call_costs()) {
+    if (cost.kind != DeviceCallKind::kMalloc) out << ", ";
+    out << '"' << cost.key << "\": " << (*calls)[cost.kind];
+  }
+  out << "}";
+}
+
 void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t peak_requested) {
   out << "{\"allocator\": ";
   write_json_string(out, r.allocator);
@@ -136,6 +190,14 @@ void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t p
   write_json_optional(out, r.device_mallocs);
   out << ", \"device_frees\": ";
   write_json_optional(out, r.device_frees);
+  out << ", \"device_calls\": ";
+  write_json_device_calls(out, r.device_calls);
+  out << ", \"estimated_device_call_seconds\": ";
+  if (const auto seconds = r.estimated_device_call_seconds()) {
+    write_json_double(out, *seconds);
+  } else {
+    out << "null";
+  }
   out << ", \"capacity_bytes\": ";
   write_json_optional(out, r.capacity_bytes);
   out << ", \"oom\": " << (r.oom ? "true" : "false") << ", \"oom_event_index\": ";
@@ -182,8 +244,8 @@ void print_table(const TraceReport& report, std::ostream& out) {
     out << "; device " << format_bytes(*report.results.front().capacity_bytes);
   }
   out << "\n";
-  std::vector<std::string> header{"allocator",   "peak alloc", "peak reserved", "reserved/req",
-                                  "device peak", "cudaMalloc", "cudaFree",      "OOM",
+  std::vector<std::string> header{"allocator",   "peak alloc",   "peak reserved",  "reserved/req",
+                                  "device peak", "device calls", "est. call time", "OOM",
                                   "time",        "events/s"};
   if (report.min_capacity_searched) {
     header.push_back("min capacity");
@@ -196,8 +258,8 @@ void print_table(const TraceReport& report, std::ostream& out) {
                                  format_optional_bytes(r.peak_reserved_bytes),
                                  format_ratio(r.peak_reserved_bytes, report.peak_requested_bytes),
                                  format_optional_bytes(r.device_peak_bytes),
-                                 format_count(r.device_mallocs),
-                                 format_count(r.device_frees),
+                                 format_total_calls(r.device_calls),
+                                 format_estimate(r.estimated_device_call_seconds()),
                                  format_oom(r, report.events),
                                  format_seconds(r.seconds),
                                  format_rate(r.events_per_second())};
@@ -207,14 +269,11 @@ void print_table(const TraceReport& report, std::ostream& out) {
     }
     rows.push_back(std::move(row));
   }
-  std::vector<std::size_t> widths(header.size(), 0);
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (const auto& row : rows) print_row(out, row, widths);
+  print_rows(out, rows);
   for (const ReplayResult& r : report.results) {
     if (r.oom) out << "   " << r.allocator << " ran out of memory: " << r.oom_message << "\n";
   }
+  print_calls_by_kind(report, out);
   out << '\n';
 }
 

@@ -30,7 +30,8 @@ void print_table(const TraceReport& report, std::ostream& out);
 
 // {"traces": [{"name", "events", "peak_requested_bytes", ..., "results": [{"allocator",
 // "peak_allocated_bytes", "peak_reserved_bytes", "min_capacity_bytes", "device_mallocs",
-// "device_frees", "oom", "seconds", ...}]}]}; figures that do not exist are null.
+// "device_frees", "device_calls": {"malloc": N, "free": N, ...}, "estimated_device_call_seconds",
+// "oom", "seconds", ...}]}]}; figures that do not exist are null.
 void write_json(const std::vector<TraceReport>& reports, std::ostream& out);
 
 // "21.77 GiB", "512 B".

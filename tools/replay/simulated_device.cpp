@@ -40,6 +40,24 @@ std::optional<DeviceCounters> device_counters() {
   return DeviceCounters{raw.mallocs, raw.frees, raw.in_use_bytes, raw.peak_bytes};
 }
 
+std::optional<DeviceCalls> device_call_counts() {
+  if (!running_on_simulator() || cudasim_get_call_counts == nullptr) return std::nullopt;
+  cudasim_call_counts raw{};
+  if (cudasim_get_call_counts(kDevice, &raw) != 0) return std::nullopt;
+  DeviceCalls calls;
+  calls[DeviceCallKind::kMalloc] = raw.malloc;
+  calls[DeviceCallKind::kFree] = raw.free;
+  calls[DeviceCallKind::kCreate] = raw.create;
+  calls[DeviceCallKind::kRelease] = raw.release;
+  calls[DeviceCallKind::kMap] = raw.map;
+  calls[DeviceCallKind::kUnmap] = raw.unmap;
+  calls[DeviceCallKind::kSetAccess] = raw.set_access;
+  calls[DeviceCallKind::kSynchronize] = raw.synchronize;
+  calls[DeviceCallKind::kReserve] = raw.reserve;
+  calls[DeviceCallKind::kAddressFree] = raw.address_free;
+  return calls;
+}
+
 void reset_device_counters() {
   if (running_on_simulator()) cudasim_reset_counters(kDevice);
 }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "device_call_costs.h"
+
 namespace cudacache::replay {
 
 struct DeviceCounters {
@@ -22,7 +24,10 @@ void set_simulated_capacity(std::uint64_t bytes);
 std::optional<std::uint64_t> simulated_capacity();
 
 std::optional<DeviceCounters> device_counters();
-// Peak := in use, call counters := 0. No-op on a real GPU.
+// Every device call by kind, failed ones too (cudasim_get_call_counts); absent on a real GPU
+// and on a cudasim too old to count them.
+std::optional<DeviceCalls> device_call_counts();
+// Peak := in use, call counters (both kinds above) := 0. No-op on a real GPU.
 void reset_device_counters();
 
 // When this process is not on cudasim, re-executes it with cudasim's directory (`sim_dir`)

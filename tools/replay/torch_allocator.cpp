@@ -98,6 +98,28 @@ std::optional<std::uint64_t> json_uint(const std::string& json, const std::strin
   }
 }
 
+// "device_calls": {"malloc": N, ...} with every kind of the cost table, or null (not counted).
+std::optional<DeviceCalls> json_device_calls(const std::string& json) {
+  const std::string marker = "\"device_calls\": ";
+  const std::size_t at = json.find(marker);
+  if (at == std::string::npos) return std::nullopt;
+  const std::size_t begin = at + marker.size();
+  if (json.compare(begin, 4, "null") == 0) return std::nullopt;
+  const std::size_t end = json.find('}', begin);
+  if (json[begin] != '{' || end == std::string::npos) {
+    throw std::runtime_error("torch_replay.py: device_calls is neither an object nor null");
+  }
+  const std::string object = json.substr(begin, end + 1 - begin);
+  DeviceCalls calls;
+  for (const DeviceCallCost& cost : device_call_costs()) {
+    const std::string key(cost.key);
+    const auto count = json_uint(object, key);
+    if (!count) throw std::runtime_error("torch_replay.py: device_calls lacks " + key);
+    calls[cost.kind] = *count;
+  }
+  return calls;
+}
+
 }  // namespace
 
 bool is_torch_allocator(const std::string& name) {
@@ -155,6 +177,7 @@ ReplayResult replay_with_torch(const Trace& trace, const std::string& name,
   result.device_peak_bytes = json_uint(json, "device_peak_bytes");
   result.device_mallocs = json_uint(json, "device_mallocs");
   result.device_frees = json_uint(json, "device_frees");
+  result.device_calls = json_device_calls(json);
   result.capacity_bytes = json_uint(json, "capacity_bytes");
   result.oom = json_raw(json, "oom").value_or("false") == "true";
   if (auto index = json_uint(json, "oom_event_index")) result.oom_event = *index;

@@ -16,6 +16,10 @@ empty_cache calls torch.cuda.empty_cache(). The figures are those of `cudacache-
 - device_peak_bytes, device_mallocs, device_frees: cudasim's counters of device 0
   (cudasim_get_counters through ctypes), reset when the replay loop starts; with expandable
   segments a cuMemCreate counts as a malloc and a cuMemRelease as a free;
+- device_calls: every device call by kind ({"malloc": N, "free": N, "create": N, ...}, the
+  fields of cudasim_call_counts, failed calls included; cudasim_get_call_counts), over the same
+  loop; null when this cudasim does not count them. cudacache-replay weighs them by its cost
+  table into estimated_device_call_seconds (tools/replay/device_call_costs.cpp);
 - min_capacity_bytes (--min-capacity): the smallest simulated device, in 2 MiB steps, on which
   the whole trace completes, by the same doubling-then-bisection as cudacache-replay, one
   PyTorch process per probe (CUDASIM_CAPACITY);
@@ -47,6 +51,10 @@ DEFAULT_CAPACITY_HEADROOM = 8
 CUDASIM_LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libnvidia-ml.so.1")
 EXIT_NO_TORCH = 3
 RESULT_PREFIX = "@@TORCH_REPLAY@@"
+# The fields of cudasim_call_counts (tools/cudasim/include/cudasim.h), in order; also the keys
+# of "device_calls", as cudacache-replay writes them.
+CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
+              "reserve", "address_free")
 
 
 class TraceError(ValueError):
@@ -79,7 +87,10 @@ def load_trace(path):
                     raise TraceError(f"{path}: line {line}: expected 4 fields")
                 op = row[0]
                 try:
-                    ident, size, stream = int(row[1]), int(row[2]), int(row[3])
+                    # empty_cache rows carry no fields: `empty_cache,,,`
+                    ident, size, stream = ((None, 0, 0) if op == "empty_cache" and
+                                           row[1:] == ["", "", ""] else
+                                           (int(row[1]), int(row[2]), int(row[3])))
                 except ValueError:
                     raise TraceError(f"{path}: line {line}: id, size and stream must be "
                                      "integers") from None
@@ -122,6 +133,9 @@ def replay_in_this_process(trace_path, label):
         _fields_ = [(n, ctypes.c_uint64) for n in
                     ("mallocs", "frees", "maps", "unmaps", "in_use_bytes", "peak_bytes")]
 
+    class CallCounts(ctypes.Structure):  # cudasim_call_counts, field for field
+        _fields_ = [(n, ctypes.c_uint64) for n in CALL_KINDS]
+
     cudasim = ctypes.CDLL("libcudart.so.13")  # the runtime already loaded: cudasim's
     if not hasattr(cudasim, "cudasim_get_counters"):
         raise RuntimeError("not running on cudasim (preload its libcudart.so.13)")
@@ -131,6 +145,15 @@ def replay_in_this_process(trace_path, label):
         if cudasim.cudasim_get_counters(0, ctypes.byref(c)) != 0:
             raise RuntimeError("cudasim_get_counters failed")
         return c
+
+    def call_counts():
+        """{kind: calls} since the last reset, or None when cudasim does not count them."""
+        if not hasattr(cudasim, "cudasim_get_call_counts"):
+            return None
+        c = CallCounts()
+        if cudasim.cudasim_get_call_counts(0, ctypes.byref(c)) != 0:
+            raise RuntimeError("cudasim_get_call_counts failed")
+        return {kind: getattr(c, kind) for kind in CALL_KINDS}
 
     events, _ = load_trace(trace_path)
     torch.cuda.init()
@@ -167,8 +190,9 @@ def replay_in_this_process(trace_path, label):
     seconds = time.perf_counter() - start
     torch.cuda.set_stream(default)
 
-    stats = torch.cuda.memory_stats()
     device = counters()
+    calls = call_counts()
+    stats = torch.cuda.memory_stats()
     result = {
         "allocator": label,
         "peak_allocated_bytes": stats["allocated_bytes.all.peak"],
@@ -176,6 +200,7 @@ def replay_in_this_process(trace_path, label):
         "device_peak_bytes": device.peak_bytes,
         "device_mallocs": device.mallocs,
         "device_frees": device.frees,
+        "device_calls": calls,
         "capacity_bytes": capacity,
         "oom": oom_index is not None,
         "oom_event_index": oom_index,

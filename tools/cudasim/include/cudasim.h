@@ -5,6 +5,27 @@
  * call cudasim_available() first and skip a check that needs the simulator when it is 0.
  *
  * All functions return 0 on success and -1 on bad input (unknown device, unknown stream).
+ *
+ * What they cover:
+ *   cudasim_get_counters / cudasim_reset_counters   allocation counters and bytes in use
+ *   cudasim_get_call_counts                         device calls by kind (what a caching
+ *                                                   allocator tries to save), failed ones too
+ *   cudasim_set_capacity / cudasim_get_capacity     device memory size
+ *   cudasim_fail_nth_allocation                     inject one out-of-memory
+ *   cudasim_hold_stream / cudasim_release_stream    keep a stream's work pending
+ *   cudasim_set_vmm_supported                       a device without the driver's VMM API
+ *                                                   (CUDASIM_VMM=0: every device)
+ *
+ * The driver VMM API follows the rules that CUDA documents, strictly, so that what works on
+ * cudasim works on a GPU: sizes and addresses (address hints too) are multiples of the 2 MiB
+ * granularity and alignments powers of two; cuMemMap maps a whole handle at offset 0;
+ * cuMemUnmap takes whole mappings starting at a mapping; a new mapping is not accessible
+ * (touching it is a SIGSEGV) until cuMemSetAccess.
+ *
+ * CUDASIM_REPORT=1 prints, at exit, the counters summed over devices:
+ *   cudasim: mallocs=N frees=N maps=N unmaps=N in_use=BYTES peak=BYTES calls: malloc=N free=N
+ *   create=N release=N map=N unmap=N set_access=N synchronize=N reserve=N address_free=N
+ * (one line; the fields after "calls:" are cudasim_call_counts).
  */
 #ifndef CUDASIM_H
 #define CUDASIM_H
@@ -34,8 +55,34 @@ typedef struct cudasim_counters {
 } cudasim_counters;
 
 CUDASIM_WEAK int cudasim_get_counters(int device, cudasim_counters* out);
-/* Sets peak_bytes to in_use_bytes and the call counters to zero. */
+/* Sets peak_bytes to in_use_bytes and the call counters, including cudasim_call_counts, to
+ * zero. */
 CUDASIM_WEAK int cudasim_reset_counters(int device);
+
+/* Device calls by kind on one device, since the last cudasim_reset_counters. Every call is
+ * counted, whether it succeeded or failed (a failed cudaMalloc costs the driver too), except a
+ * free of NULL (cudaFree(NULL), cudaFreeAsync(NULL, s)), which does nothing. A call counts on
+ * the device of what it names: the stream's (cudaMallocAsync, cudaStreamSynchronize), the
+ * event's, the handle's (cuMemCreate: prop->location.id; cuMemRelease, cuMemMap), the
+ * mapping's at ptr (cuMemUnmap, cuMemSetAccess), the pointer's allocation (cudaFree,
+ * cudaFreeAsync); and on the calling thread's current device when there is none (cudaMalloc,
+ * cudaDeviceSynchronize, cuMemAddressReserve/Free) or it cannot be determined (an invalid
+ * argument). Counted as the caller made them: cuCtxSynchronize counts once, as synchronize. */
+typedef struct cudasim_call_counts {
+  uint64_t malloc;        /* cudaMalloc, cudaMallocAsync (+_ptsz), of 0 bytes too */
+  uint64_t free;          /* cudaFree (non-NULL pointer), cudaFreeAsync (+_ptsz) */
+  uint64_t create;        /* cuMemCreate */
+  uint64_t release;       /* cuMemRelease */
+  uint64_t map;           /* cuMemMap */
+  uint64_t unmap;         /* cuMemUnmap */
+  uint64_t set_access;    /* cuMemSetAccess */
+  uint64_t synchronize;   /* cudaDeviceSynchronize, cudaStreamSynchronize(+_ptsz),
+                             cudaEventSynchronize, cuCtxSynchronize */
+  uint64_t reserve;       /* cuMemAddressReserve */
+  uint64_t address_free;  /* cuMemAddressFree */
+} cudasim_call_counts;
+
+CUDASIM_WEAK int cudasim_get_call_counts(int device, cudasim_call_counts* out);
 
 /* Capacity of a device in bytes. Lowering it below what is in use is allowed: further
  * allocations fail until enough is freed. */
@@ -53,6 +100,14 @@ CUDASIM_WEAK int cudasim_fail_nth_allocation(int device, int n);
  * held too. */
 CUDASIM_WEAK int cudasim_hold_stream(cudaStream_t stream);
 CUDASIM_WEAK int cudasim_release_stream(cudaStream_t stream);
+
+/* Whether a device supports the driver's virtual memory management API (default: yes;
+ * CUDASIM_VMM=0 makes every device start without it). Without it,
+ * cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) is 0 and
+ * cuMemCreate and cuMemGetAllocationGranularity for the device return CUDA_ERROR_NOT_SUPPORTED,
+ * as on a GPU without VMM; cudaMalloc works as usual. Handles created before stay usable.
+ * supported: 1 or 0. */
+CUDASIM_WEAK int cudasim_set_vmm_supported(int device, int supported);
 
 /* 1 when the process runs on cudasim. */
 static inline int cudasim_available(void) { return cudasim_get_counters != NULL; }

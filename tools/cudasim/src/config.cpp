@@ -5,6 +5,7 @@
 //   CUDASIM_REPORT    1: print one summary line to stderr at exit
 //   CUDASIM_VERBOSE   1: log to stderr every driver function looked up by name
 //                     (cudaGetDriverEntryPoint*, cuGetProcAddress) that cudasim lacks
+//   CUDASIM_VMM       0: no device supports the driver's VMM API (default 1: all do)
 // A bad value is fatal at load time: a simulator silently running with a default would make
 // tests pass for the wrong reason.
 #include <unistd.h>
@@ -88,6 +89,13 @@ Config load_config() {
       config.verbose = true;
     } else if (std::strcmp(v, "0") != 0 && v[0] != '\0') {
       bad_value("CUDASIM_VERBOSE", v, "0 or 1");
+    }
+  }
+  if (const char* v = std::getenv("CUDASIM_VMM")) {
+    if (std::strcmp(v, "0") == 0) {
+      config.vmm = false;
+    } else if (std::strcmp(v, "1") != 0 && v[0] != '\0') {
+      bad_value("CUDASIM_VMM", v, "0 or 1");
     }
   }
   return config;

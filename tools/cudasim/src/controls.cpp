@@ -42,6 +42,16 @@ int cudasim_reset_counters(int device) {
   Device* d = find_device(s, device);
   if (d == nullptr) return -1;
   d->counters = cudasim_counters{0, 0, 0, 0, d->counters.in_use_bytes, d->counters.in_use_bytes};
+  d->calls = cudasim_call_counts{};
+  return 0;
+}
+
+int cudasim_get_call_counts(int device, cudasim_call_counts* out) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const Device* d = find_device(s, device);
+  if (d == nullptr || out == nullptr) return -1;
+  *out = d->calls;
   return 0;
 }
 
@@ -67,6 +77,15 @@ int cudasim_fail_nth_allocation(int device, int n) {
   Device* d = find_device(s, device);
   if (d == nullptr || n < 0) return -1;
   d->fail_countdown = n;
+  return 0;
+}
+
+int cudasim_set_vmm_supported(int device, int supported) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  Device* d = find_device(s, device);
+  if (d == nullptr || (supported != 0 && supported != 1)) return -1;
+  d->vmm_supported = supported == 1;
   return 0;
 }
 

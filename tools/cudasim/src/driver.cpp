@@ -124,9 +124,12 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
   if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(state(), dev)) return CUDA_ERROR_INVALID_DEVICE;
   switch (attrib) {
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-      *pi = 1;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: {
+      State& s = state();
+      std::lock_guard lock(s.mutex);
+      *pi = s.devices[static_cast<size_t>(dev)].vmm_supported ? 1 : 0;
       return CUDA_SUCCESS;
+    }
     // Not simulated: shareable handles (cuMemExportToShareableHandle), RDMA, multicast.
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
@@ -218,6 +221,7 @@ CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
+// Counted once, as synchronize, by cudaDeviceSynchronize.
 CUresult cuCtxSynchronize(void) {
   return cudaDeviceSynchronize() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }

@@ -131,6 +131,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   State& s = state();
   std::unique_lock lock(s.mutex);
   const Event* e = find_event(s, event);
+  count_call(s, e == nullptr ? -1 : e->device, &cudasim_call_counts::synchronize);
   if (e == nullptr) return finish(cudaErrorInvalidResourceHandle);
   if (!e->recorded) return cudaSuccess;
   wait_for(lock, s, e->ticket);

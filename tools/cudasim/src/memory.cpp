@@ -56,6 +56,15 @@ const Allocation* find_allocation(const State& s, uintptr_t ptr, size_t bytes, u
   return &it->second;
 }
 
+// The device of the allocation containing ptr (freed asynchronously or not), or -1: where a
+// free of ptr is counted.
+int allocation_device(const State& s, uintptr_t ptr) {
+  auto it = s.allocations.upper_bound(ptr);
+  if (it == s.allocations.begin()) return -1;
+  --it;
+  return ptr - it->first < it->second.bytes ? it->second.device : -1;
+}
+
 // The device whose VMM mapping(s) cover [ptr, ptr + bytes) contiguously, or -1.
 int find_mapped_device(const State& s, uintptr_t ptr, size_t bytes) {
   auto it = s.mappings.upper_bound(ptr);
@@ -135,13 +144,14 @@ cudaError_t memset_async(void* dst, int value, size_t count, cudaStream_t stream
 }
 
 cudaError_t malloc_async(void** ptr, size_t size, cudaStream_t stream, DefaultStream mode) {
-  if (ptr == nullptr) return finish(cudaErrorInvalidValue);
   State& s = state();
   std::lock_guard lock(s.mutex);
   StreamId id = 0;
-  if (const cudaError_t e = resolve_stream(s, stream, mode, &id); e != cudaSuccess) {
-    return finish(e);
-  }
+  const cudaError_t stream_error = resolve_stream(s, stream, mode, &id);
+  count_call(s, stream_error == cudaSuccess ? s.streams.at(id).device : -1,
+             &cudasim_call_counts::malloc);
+  if (ptr == nullptr) return finish(cudaErrorInvalidValue);
+  if (stream_error != cudaSuccess) return finish(stream_error);
   if (size == 0) {
     *ptr = nullptr;
     return cudaSuccess;
@@ -153,11 +163,15 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream mode) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   StreamId id = 0;
-  if (const cudaError_t e = resolve_stream(s, stream, mode, &id); e != cudaSuccess) {
-    return finish(e);
-  }
-  if (ptr == nullptr) return cudaSuccess;
+  const cudaError_t stream_error = resolve_stream(s, stream, mode, &id);
   const auto address = reinterpret_cast<uintptr_t>(ptr);
+  if (ptr != nullptr) {
+    const int device = allocation_device(s, address);
+    count_call(s, device >= 0 || stream_error != cudaSuccess ? device : s.streams.at(id).device,
+               &cudasim_call_counts::free);
+  }
+  if (stream_error != cudaSuccess) return finish(stream_error);
+  if (ptr == nullptr) return cudaSuccess;
   const auto it = s.allocations.find(address);
   if (it == s.allocations.end() || it->second.free_pending) return finish(cudaErrorInvalidValue);
   // The memory goes back when the stream's work reaches the free, as with CUDA's pools.
@@ -176,13 +190,14 @@ using namespace cudasim;
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  count_call(s, current_device(), &cudasim_call_counts::malloc);
   if (devPtr == nullptr) return finish(cudaErrorInvalidValue);
   if (size == 0) {
     *devPtr = nullptr;
     return cudaSuccess;
   }
-  State& s = state();
-  std::lock_guard lock(s.mutex);
   return finish(allocate(s, current_device(), size, devPtr));
 }
 
@@ -192,7 +207,9 @@ cudaError_t cudaFree(void* devPtr) {
   if (devPtr == nullptr) return cudaSuccess;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  const auto it = s.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
+  const auto address = reinterpret_cast<uintptr_t>(devPtr);
+  count_call(s, allocation_device(s, address), &cudasim_call_counts::free);
+  const auto it = s.allocations.find(address);
   if (it == s.allocations.end() || it->second.free_pending) return finish(cudaErrorInvalidValue);
   release(s, it);
   return cudaSuccess;

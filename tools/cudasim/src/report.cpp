@@ -1,7 +1,8 @@
 // CUDASIM_REPORT=1: one summary line on stderr at exit, summed over devices; peak is the
-// high-water mark of the total in use. A library destructor runs after the program's static
-// destructors, so frees made by those are counted; the State is never destroyed, so reading
-// it here is safe.
+// high-water mark of the total in use. After "calls:" come the device calls by kind
+// (cudasim_call_counts), failed ones included. A library destructor runs after the program's
+// static destructors, so frees made by those are counted; the State is never destroyed, so
+// reading it here is safe.
 #include <cinttypes>
 #include <cstdio>
 
@@ -16,16 +17,32 @@ __attribute__((destructor)) void report_at_exit() {
   std::lock_guard lock(s.mutex);
   if (!s.report) return;
   cudasim_counters total{};
+  cudasim_call_counts calls{};
   for (const Device& d : s.devices) {
     total.mallocs += d.counters.mallocs;
     total.frees += d.counters.frees;
     total.maps += d.counters.maps;
     total.unmaps += d.counters.unmaps;
+    calls.malloc += d.calls.malloc;
+    calls.free += d.calls.free;
+    calls.create += d.calls.create;
+    calls.release += d.calls.release;
+    calls.map += d.calls.map;
+    calls.unmap += d.calls.unmap;
+    calls.set_access += d.calls.set_access;
+    calls.synchronize += d.calls.synchronize;
+    calls.reserve += d.calls.reserve;
+    calls.address_free += d.calls.address_free;
   }
   std::fprintf(stderr,
                "cudasim: mallocs=%" PRIu64 " frees=%" PRIu64 " maps=%" PRIu64 " unmaps=%" PRIu64
-               " in_use=%" PRIu64 " peak=%" PRIu64 "\n",
-               total.mallocs, total.frees, total.maps, total.unmaps, s.total_in_use, s.total_peak);
+               " in_use=%" PRIu64 " peak=%" PRIu64 " calls: malloc=%" PRIu64 " free=%" PRIu64
+               " create=%" PRIu64 " release=%" PRIu64 " map=%" PRIu64 " unmap=%" PRIu64
+               " set_access=%" PRIu64 " synchronize=%" PRIu64 " reserve=%" PRIu64
+               " address_free=%" PRIu64 "\n",
+               total.mallocs, total.frees, total.maps, total.unmaps, s.total_in_use, s.total_peak,
+               calls.malloc, calls.free, calls.create, calls.release, calls.map, calls.unmap,
+               calls.set_access, calls.synchronize, calls.reserve, calls.address_free);
 }
 
 }  // namespace

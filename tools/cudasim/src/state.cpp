@@ -15,6 +15,7 @@ State* make_state() {
   s->devices.resize(static_cast<size_t>(config.devices));
   for (size_t i = 0; i < s->devices.size(); ++i) {
     s->devices[i].capacity = config.capacity;
+    s->devices[i].vmm_supported = config.vmm;
     s->devices[i].legacy_stream =
         create_stream(*s, static_cast<int>(i), StreamKind::Legacy, cudaStreamDefault, 0);
   }
@@ -36,6 +37,12 @@ int& current_device() {
 
 bool valid_device(const State& s, int device) {
   return device >= 0 && static_cast<size_t>(device) < s.devices.size();
+}
+
+void count_call(State& s, int device, CallKind kind) {
+  if (!valid_device(s, device)) device = current_device();
+  if (!valid_device(s, device)) return;
+  ++(s.devices[static_cast<size_t>(device)].calls.*kind);
 }
 
 cudaError_t charge(State& s, int device, size_t bytes) {

@@ -96,6 +96,8 @@ struct HostAllocation {  // cudaHostAlloc / cudaMallocHost, or cudaHostRegister 
 struct Device {
   size_t capacity = 0;
   cudasim_counters counters{};
+  cudasim_call_counts calls{};  // cudasim_get_call_counts
+  bool vmm_supported = true;    // cudasim_set_vmm_supported, CUDASIM_VMM
   int fail_countdown = 0;  // cudasim_fail_nth_allocation; 0 = none pending
   unsigned flags = 0;      // cudaSetDeviceFlags
   StreamId legacy_stream = 0;
@@ -138,6 +140,7 @@ struct Config {
   size_t capacity = size_t{80} << 30;
   bool report = false;
   bool verbose = false;
+  bool vmm = true;  // CUDASIM_VMM
 };
 
 // Reads CUDASIM_*; prints the problem and _exit(2)s on a bad value.
@@ -152,6 +155,11 @@ int& current_device();
 bool valid_device(const State& s, int device);
 // cudaDeviceGetAttribute's answer (devices.cpp); nullopt for an attribute it does not know.
 std::optional<int> device_attribute(cudaDeviceAttr attr, int device);
+
+// Counts one device call of a kind (cudasim_get_call_counts) on `device`, or on the calling
+// thread's current device when `device` is not a valid one (-1: none applies). Needs the lock.
+using CallKind = uint64_t cudasim_call_counts::*;
+void count_call(State& s, int device, CallKind kind);
 
 // Records a failure as the thread's last error and returns it; success passes through.
 cudaError_t finish(cudaError_t error);

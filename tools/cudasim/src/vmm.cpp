@@ -7,6 +7,11 @@
 //   cuMemRelease         fallocate(PUNCH_HOLE), once no mapping uses it
 // so touching memory that is not mapped with access faults (SIGSEGV), as an illegal address
 // would on a GPU. Driver calls return CUresult and never touch the runtime's last error.
+// The rules are CUDA's documented ones, held strictly so that what works here works on a GPU:
+// sizes and addresses (hints too) are multiples of the granularity, a handle is mapped whole at
+// offset 0, unmapping takes whole mappings, and a new mapping is inaccessible until
+// cuMemSetAccess. A device without VMM (cudasim_set_vmm_supported, CUDASIM_VMM=0) refuses
+// cuMemCreate and cuMemGetAllocationGranularity with CUDA_ERROR_NOT_SUPPORTED.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -77,6 +82,15 @@ bool covered_by_mappings(const State& s, uintptr_t ptr, size_t bytes) {
   return false;
 }
 
+// The device of the mapping that contains ptr, or -1: where cuMemUnmap and cuMemSetAccess
+// are counted.
+int mapping_device(const State& s, uintptr_t ptr) {
+  auto it = s.mappings.upper_bound(ptr);
+  if (it == s.mappings.begin()) return -1;
+  --it;
+  return ptr - it->first < it->second.bytes ? it->second.device : -1;
+}
+
 bool valid_location(const State& s, const CUmemLocation& location) {
   return location.type == CU_MEM_LOCATION_TYPE_DEVICE && valid_device(s, location.id);
 }
@@ -104,26 +118,35 @@ extern "C" {
 
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                        CUmemAllocationGranularity_flags option) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
   if (granularity == nullptr || prop == nullptr ||
       (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
        option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
-      !valid_location(state(), prop->location)) {
+      !valid_location(s, prop->location)) {
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!s.devices[static_cast<size_t>(prop->location.id)].vmm_supported) {
+    return CUDA_ERROR_NOT_SUPPORTED;
   }
   *granularity = kVmmGranularity;
   return CUDA_SUCCESS;
 }
 
+// Reservations belong to no device: counted on the calling thread's current device. The hint
+// must be granular like the size (CUDA asks only for the host page size: stricter is safe).
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
-  if (ptr == nullptr || size == 0 || !granular(size) || flags != 0 ||
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  count_call(s, -1, &cudasim_call_counts::reserve);
+  if (ptr == nullptr || size == 0 || !granular(size) || !granular(addr) || flags != 0 ||
       (alignment & (alignment - 1)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   const size_t align = std::max(alignment, kVmmGranularity);
-  State& s = state();
-  std::lock_guard lock(s.mutex);
   // Over-reserve, then trim to the alignment. The address hint is only a hint, as in CUDA.
+  if (size > SIZE_MAX - align) return CUDA_ERROR_OUT_OF_MEMORY;
   const size_t span = size + align;
   void* raw = mmap(reinterpret_cast<void*>(addr), span, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -139,13 +162,16 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
   return CUDA_SUCCESS;
 }
 
-// Stricter than the documentation asks: freeing a range that still has mappings is reported
-// (CUDA_ERROR_INVALID_VALUE), since it is always a leak in the caller.
+// Only a whole reservation, as reserved. Stricter than the documentation asks: freeing a range
+// that still has mappings is reported (CUDA_ERROR_INVALID_VALUE), since it is always a leak in
+// the caller.
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
+  count_call(s, -1, &cudasim_call_counts::address_free);
   const auto it = s.reservations.find(ptr);
-  if (it == s.reservations.end() || it->second != size || overlaps_mapping(s, ptr, size)) {
+  if (!granular(ptr) || !granular(size) || it == s.reservations.end() || it->second != size ||
+      overlaps_mapping(s, ptr, size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   munmap(reinterpret_cast<void*>(ptr), size);
@@ -155,16 +181,18 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                      const CUmemAllocationProp* prop, unsigned long long flags) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  count_call(s, prop == nullptr ? -1 : prop->location.id, &cudasim_call_counts::create);
   if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || !granular(size) ||
       prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  State& s = state();
-  std::lock_guard lock(s.mutex);
   const int device = prop->location.id;
   if (!valid_device(s, device)) return CUDA_ERROR_INVALID_DEVICE;
   Device& d = s.devices[static_cast<size_t>(device)];
+  if (!d.vmm_supported) return CUDA_ERROR_NOT_SUPPORTED;
   if (d.memfd < 0) {
     const int fd = memfd_create("cudasim-device", MFD_CLOEXEC);
     if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -188,6 +216,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.physical.find(handle);
+  count_call(s, it == s.physical.end() ? -1 : it->second.device, &cudasim_call_counts::release);
   if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   ++s.devices[static_cast<size_t>(it->second.device)].counters.frees;
   // Like CUDA, the memory stays alive while mapped and goes with the last cuMemUnmap.
@@ -196,23 +225,26 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   return CUDA_SUCCESS;
 }
 
+// A handle is mapped whole: offset 0 ("currently must be zero", cuda.h) and size equal to the
+// handle's size, at a granular address inside a reservation, over no other mapping.
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
-  if (flags != 0 || size == 0 || !granular(ptr) || !granular(size) || !granular(offset)) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.physical.find(handle);
-  if (it == s.physical.end() || it->second.released || offset > it->second.bytes ||
-      size > it->second.bytes - offset || !inside_reservation(s, ptr, size)) {
+  count_call(s, it == s.physical.end() ? -1 : it->second.device, &cudasim_call_counts::map);
+  if (flags != 0 || size == 0 || !granular(ptr) || !granular(size) || offset != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (it == s.physical.end() || it->second.released || size != it->second.bytes ||
+      !inside_reservation(s, ptr, size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (overlaps_mapping(s, ptr, size)) return CUDA_ERROR_ALREADY_MAPPED;
   PhysicalAllocation& p = it->second;
   const int fd = s.devices[static_cast<size_t>(p.device)].memfd;
   if (mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd,
-           static_cast<off_t>(p.offset + offset)) == MAP_FAILED) {
+           static_cast<off_t>(p.offset)) == MAP_FAILED) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   s.mappings[ptr] = Mapping{size, handle, p.device};
@@ -221,10 +253,15 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   return CUDA_SUCCESS;
 }
 
+// Only whole mappings, one or several adjacent ones, starting at a mapping (cuda.h: "cannot
+// unmap a sub-range of an address range mapped by cuMemCreate / cuMemMap").
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (size == 0 || !covered_by_mappings(s, ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  count_call(s, mapping_device(s, ptr), &cudasim_call_counts::unmap);
+  if (size == 0 || !granular(ptr) || !granular(size) || !covered_by_mappings(s, ptr, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const int device = s.mappings.at(ptr).device;
   for (auto it = s.mappings.find(ptr); it != s.mappings.end() && it->first < ptr + size;) {
     const auto next = std::next(it);
@@ -236,11 +273,12 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  count_call(s, mapping_device(s, ptr), &cudasim_call_counts::set_access);
   if (desc == nullptr || count == 0 || size == 0 || !granular(ptr) || !granular(size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  State& s = state();
-  std::lock_guard lock(s.mutex);
   // One host process stands for every device: the range gets the widest access granted.
   int prot = PROT_NONE;
   for (size_t i = 0; i < count; ++i) {

@@ -1,0 +1,234 @@
+// Expandable (VMM) segments: PyTorch's layout and call pattern, the out-of-memory ladder, the
+// fallback without VMM, and failures of the driver. The behaviours every configuration shares
+// are in conformance_test.cpp.
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+using testing::reserved;
+using testing::sim_counters;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+cudasim_call_counts calls() {
+  cudasim_call_counts counts{};
+  EXPECT_EQ(cudasim_get_call_counts(0, &counts), 0);
+  return counts;
+}
+
+std::vector<HistoryEntry> entries_of(const DeviceAllocator& allocator, HistoryAction action) {
+  std::vector<HistoryEntry> found;
+  for (const HistoryEntry& entry : allocator.history()) {
+    if (entry.action == action) found.push_back(entry);
+  }
+  return found;
+}
+
+class ExpandableSegments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CUDACACHE_REQUIRE_CUDASIM();
+    capacity_ = cudasim_get_capacity(0);
+    ASSERT_EQ(cudasim_reset_counters(0), 0);
+  }
+  void TearDown() override {
+    if (!cudasim_available()) return;
+    cudasim_set_capacity(0, capacity_);
+    cudasim_set_vmm_supported(0, 1);
+  }
+  static Options options() { return Options("expandable_segments:True,record_history:1000"); }
+
+ private:
+  std::size_t capacity_ = 0;
+};
+
+TEST_F(ExpandableSegments, GrowsAtTheEndOfOneRangeInWholePages) {
+  DeviceAllocator allocator(0, options());
+  ASSERT_TRUE(allocator.expandable());
+  void* first = allocator.allocate(3 * kMiB, nullptr);  // maps one 20 MiB page
+  void* second = allocator.allocate(18 * kMiB, nullptr);  // 17 MiB free + one more page
+  EXPECT_EQ(static_cast<char*>(second), static_cast<char*>(first) + 3 * kMiB);
+  const MemoryStats stats = allocator.stats();
+  EXPECT_EQ(reserved(stats), static_cast<std::int64_t>(40 * kMiB));
+  EXPECT_EQ(stats.num_device_alloc, 2);
+  EXPECT_EQ(stats.segment[kAllPools].current, 0);  // PyTorch does not count ranges
+  EXPECT_EQ(stats.inactive_split[kAllPools].current, 0);
+  const cudasim_call_counts counts = calls();
+  EXPECT_EQ(counts.reserve, 1u);
+  EXPECT_EQ(counts.create, 2u);
+  EXPECT_EQ(counts.map, 2u);
+  EXPECT_EQ(counts.set_access, 2u);
+  EXPECT_EQ(counts.malloc, 0u);
+  EXPECT_EQ(sim_counters().in_use_bytes, 40 * kMiB);
+
+  const MemorySnapshot snapshot = allocator.snapshot();
+  ASSERT_EQ(snapshot.segments.size(), 1u);
+  EXPECT_TRUE(snapshot.segments[0].is_expandable);
+  EXPECT_EQ(snapshot.segments[0].total_size, 40 * kMiB);
+  const auto maps = entries_of(allocator, HistoryAction::kSegmentMap);
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(maps[0].address, reinterpret_cast<std::uintptr_t>(first));
+  EXPECT_EQ(maps[0].size, 20 * kMiB);
+  EXPECT_EQ(maps[1].address, reinterpret_cast<std::uintptr_t>(first) + 20 * kMiB);
+  allocator.deallocate(second);
+  allocator.deallocate(first);
+}
+
+TEST_F(ExpandableSegments, SmallPoolMapsTwoMiBPagesInItsOwnRange) {
+  DeviceAllocator allocator(0, options());
+  void* small = allocator.allocate(4096, nullptr);
+  void* large = allocator.allocate(3 * kMiB, nullptr);
+  const MemoryStats stats = allocator.stats();
+  EXPECT_EQ(stats.reserved_bytes[kSmallPool].current, static_cast<std::int64_t>(2 * kMiB));
+  EXPECT_EQ(stats.reserved_bytes[kLargePool].current, static_cast<std::int64_t>(20 * kMiB));
+  EXPECT_EQ(calls().reserve, 2u);
+  EXPECT_EQ(allocator.snapshot().segments.size(), 2u);
+  allocator.deallocate(small);
+  allocator.deallocate(large);
+}
+
+TEST_F(ExpandableSegments, FreeNeverUnmapsAndASteadyLoopMakesNoDeviceCall) {
+  DeviceAllocator allocator(0, options());
+  allocator.deallocate(allocator.allocate(50 * kMiB, nullptr));  // warm-up
+  const cudasim_call_counts before = calls();
+  for (int step = 0; step < 100; ++step) {
+    void* a = allocator.allocate(30 * kMiB, nullptr);
+    void* b = allocator.allocate(20 * kMiB, nullptr);
+    allocator.deallocate(a);
+    allocator.deallocate(b);
+  }
+  const cudasim_call_counts after = calls();
+  EXPECT_EQ(after.create, before.create);
+  EXPECT_EQ(after.map, before.map);
+  EXPECT_EQ(after.unmap, 0u);
+  EXPECT_EQ(after.synchronize, 0u);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(60 * kMiB));
+}
+
+TEST_F(ExpandableSegments, EmptyCacheUnmapsOnlyWholeFreePagesAfterASynchronize) {
+  DeviceAllocator allocator(0, options());
+  void* kept = allocator.allocate(3 * kMiB, nullptr);
+  void* freed = allocator.allocate(50 * kMiB, nullptr);  // [3, 53) MiB: pages 0, 1, 2
+  allocator.deallocate(freed);
+  allocator.empty_cache();
+  // Page 0 holds the live block; pages 1 and 2 ([20, 60) MiB) were wholly free.
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
+  EXPECT_EQ(sim_counters().in_use_bytes, 20 * kMiB);
+  cudasim_call_counts counts = calls();
+  EXPECT_EQ(counts.synchronize, 1u);
+  EXPECT_EQ(counts.unmap, 2u);
+  EXPECT_EQ(counts.release, 2u);
+  EXPECT_EQ(counts.address_free, 0u);  // the range still holds a page
+  const auto unmaps = entries_of(allocator, HistoryAction::kSegmentUnmap);
+  ASSERT_EQ(unmaps.size(), 1u);
+  EXPECT_EQ(unmaps[0].address, reinterpret_cast<std::uintptr_t>(kept) + 20 * kMiB);
+  EXPECT_EQ(unmaps[0].size, 40 * kMiB);
+  EXPECT_EQ(allocator.stats().num_device_free, 1);
+
+  void* again = allocator.allocate(30 * kMiB, nullptr);  // maps into the same range again
+  EXPECT_EQ(static_cast<char*>(again), static_cast<char*>(kept) + 3 * kMiB);
+  allocator.deallocate(again);
+  allocator.deallocate(kept);
+  allocator.empty_cache();
+  EXPECT_EQ(reserved(allocator.stats()), 0);
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  counts = calls();
+  EXPECT_EQ(counts.address_free, 1u);  // nothing mapped any more: the range is returned
+  EXPECT_EQ(counts.create, counts.release);
+}
+
+TEST_F(ExpandableSegments, DeviceFullUnmapsAnotherStreamsPagesAndRetries) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  {
+    DeviceAllocator allocator(0, options());
+    allocator.deallocate(allocator.allocate(80 * kMiB, other));  // 4 pages stay mapped
+    void* p = allocator.allocate(80 * kMiB, nullptr);  // needs them back
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(stats.num_alloc_retries, 1);
+    EXPECT_EQ(stats.num_ooms, 0);
+    EXPECT_EQ(reserved(stats), static_cast<std::int64_t>(80 * kMiB));
+    // The failed attempt created pages and gave them back: nothing leaked.
+    EXPECT_EQ(sim_counters().in_use_bytes, 80 * kMiB);
+    allocator.deallocate(p);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  cudaStreamDestroy(other);
+}
+
+TEST_F(ExpandableSegments, OutOfMemoryLeavesNoPageBehind) {
+  ASSERT_EQ(cudasim_set_capacity(0, 50 * kMiB), 0);
+  DeviceAllocator allocator(0, options());
+  void* p = allocator.allocate(30 * kMiB, nullptr);  // two pages
+  EXPECT_THROW(allocator.allocate(30 * kMiB, nullptr), OutOfMemoryError);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(40 * kMiB));
+  EXPECT_EQ(sim_counters().in_use_bytes, 40 * kMiB);
+  EXPECT_EQ(allocator.stats().num_ooms, 1);
+  allocator.deallocate(p);
+}
+
+TEST_F(ExpandableSegments, FallsBackToCudaMallocSegmentsWithoutVmm) {
+  ASSERT_EQ(cudasim_set_vmm_supported(0, 0), 0);
+  DeviceAllocator allocator(0, options());
+  EXPECT_FALSE(allocator.expandable());
+  void* p = allocator.allocate(3 * kMiB, nullptr);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
+  EXPECT_EQ(calls().malloc, 1u);
+  EXPECT_EQ(calls().create, 0u);
+  EXPECT_FALSE(allocator.snapshot().segments.at(0).is_expandable);
+  allocator.deallocate(p);
+}
+
+// Fails the nth map call (1 = the next) with a driver error that is not "device full".
+class FailingMapBackend final : public ForwardingSegmentBackend {
+ public:
+  FailingMapBackend(std::unique_ptr<SegmentBackend> inner, int nth)
+      : ForwardingSegmentBackend(std::move(inner)), countdown_(nth) {}
+  cudaError_t map(std::uintptr_t address, std::size_t bytes, PageHandle handle) override {
+    if (--countdown_ == 0) return cudaErrorUnknown;
+    return ForwardingSegmentBackend::map(address, bytes, handle);
+  }
+
+ private:
+  int countdown_;
+};
+
+TEST_F(ExpandableSegments, ADriverErrorWhileMappingIsAnErrorThatLosesNothing) {
+  auto backend = std::make_unique<FailingMapBackend>(make_segment_backend(0, true), 3);
+  DeviceAllocator allocator(0, options(), nullptr, std::move(backend));
+  void* kept = allocator.allocate(3 * kMiB, nullptr);  // map 1
+  try {
+    allocator.allocate(70 * kMiB, nullptr);  // map 2 succeeds, map 3 fails
+    FAIL() << "the injected failure was not reported";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_CUDA_ERROR);
+    EXPECT_NE(std::string(error.what()).find("mapping pages"), std::string::npos) << error.what();
+  }
+  // The pages of the failed call were unmapped and released; accounting matches the device.
+  EXPECT_EQ(static_cast<std::uint64_t>(reserved(allocator.stats())), sim_counters().in_use_bytes);
+  void* after = allocator.allocate(70 * kMiB, nullptr);  // the allocator still works
+  allocator.deallocate(after);
+  allocator.deallocate(kept);
+  allocator.empty_cache();
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
+TEST_F(ExpandableSegments, BackendOfAnotherDeviceIsRejected) {
+  try {
+    DeviceAllocator allocator(0, options(), nullptr, std::make_unique<MallocSegmentBackend>(1));
+    FAIL() << "accepted a backend of device 1";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_INVALID_ARGUMENT);
+  }
+}
+
+}  // namespace
+}  // namespace cudacache

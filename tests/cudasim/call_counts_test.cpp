@@ -1,0 +1,307 @@
+// cudasim_get_call_counts: device calls by kind, failed ones included, each on its device.
+// Runs with CUDASIM_DEVICES=2 (CMakeLists.txt).
+#include <cuda.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim_test.h"
+
+// Expected counts are written as designated initializers naming only the nonzero kinds.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace {
+
+constexpr size_t kGranularity = size_t{2} << 20;
+
+template <typename F>
+F driver(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  EXPECT_EQ(cudaGetDriverEntryPointByVersion(name, &fn, 13000, cudaEnableDefault, &status),
+            cudaSuccess);
+  EXPECT_EQ(status, cudaDriverEntryPointSuccess) << name;
+  return reinterpret_cast<F>(fn);
+}
+
+#define DRIVER(name) driver<decltype(&name)>(#name)
+
+// Whole structs compare as text, so a failure shows every field.
+std::string str(const cudasim_call_counts& c) {
+  std::ostringstream out;
+  out << "malloc=" << c.malloc << " free=" << c.free << " create=" << c.create
+      << " release=" << c.release << " map=" << c.map << " unmap=" << c.unmap
+      << " set_access=" << c.set_access << " synchronize=" << c.synchronize
+      << " reserve=" << c.reserve << " address_free=" << c.address_free;
+  return out.str();
+}
+
+class CallCounts : public SimTest {
+ protected:
+  void SetUp() override {
+    SimTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    int count = 0;
+    ASSERT_CUDA(cudaGetDeviceCount(&count));
+    ASSERT_EQ(count, 2) << "run with CUDASIM_DEVICES=2";
+  }
+
+  static std::string counted(int device) { return str(calls(device)); }
+
+  static CUmemAllocationProp prop(int device) {
+    CUmemAllocationProp p{};
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    return p;
+  }
+
+  static CUmemAccessDesc access(int device) {
+    CUmemAccessDesc a{};
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = device;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return a;
+  }
+};
+
+TEST_F(CallCounts, StartAtZero) {
+  EXPECT_EQ(counted(0), str({}));
+  EXPECT_EQ(counted(1), str({}));
+}
+
+TEST_F(CallCounts, MallocAndFreeSucceededOrFailed) {
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_CUDA(cudaMalloc(&a, 1000));
+  EXPECT_EQ(cudaMalloc(nullptr, 1000), cudaErrorInvalidValue);
+  ASSERT_CUDA(cudaMalloc(&b, 0));  // no memory, but a call
+  EXPECT_EQ(cudaMalloc(&b, size_t{64} << 30), cudaErrorMemoryAllocation);  // over capacity
+  ASSERT_EQ(cudasim_fail_nth_allocation(0, 1), 0);
+  EXPECT_EQ(cudaMalloc(&b, 256), cudaErrorMemoryAllocation);
+  EXPECT_EQ(counted(0), str({.malloc = 5}));
+
+  ASSERT_CUDA(cudaFree(nullptr));  // not a call to the device
+  ASSERT_CUDA(cudaFree(a));
+  EXPECT_EQ(cudaFree(a), cudaErrorInvalidValue);  // double free
+  int host = 0;
+  EXPECT_EQ(cudaFree(&host), cudaErrorInvalidValue);
+  EXPECT_EQ(counted(0), str({.malloc = 5, .free = 3}));
+
+  cudaStream_t s = nullptr;
+  ASSERT_CUDA(cudaStreamCreate(&s));
+  void* c = nullptr;
+  ASSERT_CUDA(cudaMallocAsync(&c, 256, s));
+  EXPECT_EQ(cudaMallocAsync(nullptr, 256, s), cudaErrorInvalidValue);
+  ASSERT_CUDA(cudaFreeAsync(nullptr, s));  // not counted
+  ASSERT_EQ(cudasim_hold_stream(s), 0);
+  ASSERT_CUDA(cudaFreeAsync(c, s));
+  EXPECT_EQ(cudaFreeAsync(c, s), cudaErrorInvalidValue);  // already being freed
+  ASSERT_EQ(cudasim_release_stream(s), 0);
+  ASSERT_CUDA(cudaStreamDestroy(s));
+  EXPECT_EQ(cudaMallocAsync(&c, 256, s), cudaErrorInvalidResourceHandle);  // destroyed stream
+  EXPECT_EQ(counted(0), str({.malloc = 8, .free = 5}));
+
+  // The allocation counters count only what succeeded.
+  const cudasim_counters k = counters();
+  EXPECT_EQ(k.mallocs, 2u);
+  EXPECT_EQ(k.frees, 2u);
+  EXPECT_EQ(counted(1), str({}));
+  (void)cudaGetLastError();
+}
+
+TEST_F(CallCounts, Synchronize) {
+  cudaStream_t s = nullptr;
+  ASSERT_CUDA(cudaStreamCreate(&s));
+  cudaEvent_t e = nullptr;
+  ASSERT_CUDA(cudaEventCreate(&e));
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  ASSERT_CUDA(cudaStreamSynchronize(s));
+  ASSERT_CUDA(cudaStreamSynchronize(nullptr));
+  ASSERT_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  ASSERT_CUDA(cudaEventSynchronize(e));  // never recorded: returns at once, still a call
+  ASSERT_CUDA(cudaEventRecord(e, s));
+  ASSERT_CUDA(cudaEventSynchronize(e));
+  EXPECT_EQ(DRIVER(cuCtxSynchronize)(), CUDA_SUCCESS);  // counted once, not twice
+  EXPECT_EQ(counted(0), str({.synchronize = 7}));
+  ASSERT_CUDA(cudaEventDestroy(e));
+  ASSERT_CUDA(cudaStreamDestroy(s));
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventSynchronize(e), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(counted(0), str({.synchronize = 9}));
+  EXPECT_EQ(counted(1), str({}));
+  (void)cudaGetLastError();
+}
+
+TEST_F(CallCounts, VmmSucceededOrFailed) {
+  const auto reserve = DRIVER(cuMemAddressReserve);
+  const auto address_free = DRIVER(cuMemAddressFree);
+  const auto create = DRIVER(cuMemCreate);
+  const auto release = DRIVER(cuMemRelease);
+  const auto map = DRIVER(cuMemMap);
+  const auto unmap = DRIVER(cuMemUnmap);
+  const auto set_access = DRIVER(cuMemSetAccess);
+  const auto granularity = DRIVER(cuMemGetAllocationGranularity);
+  ASSERT_TRUE(reserve && address_free && create && release && map && unmap && set_access &&
+              granularity);
+  const CUmemAllocationProp p = prop(0);
+  size_t g = 0;
+  ASSERT_EQ(granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);  // not counted
+
+  CUdeviceptr base = 0;
+  ASSERT_EQ(reserve(&base, 2 * kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(reserve(&base, 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  CUmemGenericAllocationHandle h = 0;
+  CUmemGenericAllocationHandle unused = 0;
+  ASSERT_EQ(create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
+  EXPECT_EQ(create(&unused, 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(create(&unused, kGranularity, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cudasim_fail_nth_allocation(0, 1), 0);
+  EXPECT_EQ(create(&unused, kGranularity, &p, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  EXPECT_EQ(map(base, kGranularity, 0, h, 0), CUDA_ERROR_ALREADY_MAPPED);
+  EXPECT_EQ(map(base + kGranularity, kGranularity, 0, 4242, 0), CUDA_ERROR_INVALID_VALUE);
+  const CUmemAccessDesc rw = access(0);
+  ASSERT_EQ(set_access(base, kGranularity, &rw, 1), CUDA_SUCCESS);
+  EXPECT_EQ(set_access(base, 2 * kGranularity, &rw, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(address_free(base, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);  // still mapped
+  EXPECT_EQ(unmap(base + kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(unmap(base, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(release(h), CUDA_SUCCESS);
+  EXPECT_EQ(release(h), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(address_free(base, 2 * kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(counted(0), str({.create = 4, .release = 2, .map = 3, .unmap = 2, .set_access = 2,
+                             .reserve = 2, .address_free = 2}));
+  EXPECT_EQ(counted(1), str({}));
+  const cudasim_counters k = counters();
+  EXPECT_EQ(k.mallocs, 1u);
+  EXPECT_EQ(k.maps, 1u);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// Each call counts on the device of what it names, whatever the current device; on the
+// current device when it names none or nothing valid.
+TEST_F(CallCounts, EachCallCountsOnItsDevice) {
+  ASSERT_CUDA(cudaSetDevice(1));
+  cudaStream_t s1 = nullptr;
+  ASSERT_CUDA(cudaStreamCreate(&s1));
+  cudaEvent_t e1 = nullptr;
+  ASSERT_CUDA(cudaEventCreate(&e1));
+  void* p1 = nullptr;
+  ASSERT_CUDA(cudaMalloc(&p1, 4096));                          // 1: current device
+  ASSERT_CUDA(cudaDeviceSynchronize());                        // 1
+  ASSERT_CUDA(cudaSetDevice(0));
+  void* p0 = nullptr;
+  ASSERT_CUDA(cudaMalloc(&p0, 4096));                          // 0
+  void* q1 = nullptr;
+  ASSERT_CUDA(cudaMallocAsync(&q1, 4096, s1));                 // 1: the stream's
+  ASSERT_CUDA(cudaStreamSynchronize(s1));                      // 1
+  ASSERT_CUDA(cudaEventRecord(e1, s1));
+  ASSERT_CUDA(cudaEventSynchronize(e1));                       // 1: the event's
+  ASSERT_CUDA(cudaFree(p1));                                   // 1: the pointer's
+  ASSERT_CUDA(cudaFreeAsync(q1, nullptr));                     // 1: the pointer's, not the stream's
+  ASSERT_CUDA(cudaFreeAsync(p0, s1));                          // 0: the pointer's
+  ASSERT_CUDA(cudaDeviceSynchronize());                        // 0
+  EXPECT_EQ(counted(0), str({.malloc = 1, .free = 1, .synchronize = 1}));
+  EXPECT_EQ(counted(1), str({.malloc = 2, .free = 2, .synchronize = 3}));
+
+  ASSERT_EQ(cudasim_reset_counters(0), 0);
+  ASSERT_EQ(cudasim_reset_counters(1), 0);
+  const auto reserve = DRIVER(cuMemAddressReserve);
+  const auto address_free = DRIVER(cuMemAddressFree);
+  const auto create = DRIVER(cuMemCreate);
+  const auto release = DRIVER(cuMemRelease);
+  const auto map = DRIVER(cuMemMap);
+  const auto unmap = DRIVER(cuMemUnmap);
+  const auto set_access = DRIVER(cuMemSetAccess);
+  ASSERT_TRUE(reserve && address_free && create && release && map && unmap && set_access);
+  CUdeviceptr base = 0;
+  ASSERT_EQ(reserve(&base, 2 * kGranularity, 0, 0, 0), CUDA_SUCCESS);  // 0: current device
+  const CUmemAllocationProp on1 = prop(1);
+  CUmemGenericAllocationHandle h1 = 0;
+  ASSERT_EQ(create(&h1, kGranularity, &on1, 0), CUDA_SUCCESS);         // 1: prop's location
+  ASSERT_EQ(map(base + kGranularity, kGranularity, 0, h1, 0), CUDA_SUCCESS);  // 1: the handle's
+  const CUmemAccessDesc by0 = access(0);
+  ASSERT_EQ(set_access(base + kGranularity, kGranularity, &by0, 1), CUDA_SUCCESS);  // 1: mapping
+  ASSERT_EQ(unmap(base + kGranularity, kGranularity), CUDA_SUCCESS);   // 1: the mapping's
+  ASSERT_EQ(release(h1), CUDA_SUCCESS);                                // 1: the handle's
+  ASSERT_EQ(address_free(base, 2 * kGranularity), CUDA_SUCCESS);       // 0: current device
+  EXPECT_EQ(counted(0), str({.reserve = 1, .address_free = 1}));
+  EXPECT_EQ(counted(1), str({.create = 1, .release = 1, .map = 1, .unmap = 1, .set_access = 1}));
+
+  // Invalid arguments name no device: the current one (1 now) counts them.
+  ASSERT_EQ(cudasim_reset_counters(0), 0);
+  ASSERT_EQ(cudasim_reset_counters(1), 0);
+  ASSERT_CUDA(cudaSetDevice(1));
+  int host = 0;
+  EXPECT_EQ(cudaFree(&host), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(&host)),
+            cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(&host)),
+            cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(release(h1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(map(base, kGranularity, 0, h1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(unmap(base, kGranularity), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(set_access(base, kGranularity, &by0, 1), CUDA_ERROR_INVALID_VALUE);
+  const CUmemAllocationProp on9 = prop(9);
+  CUmemGenericAllocationHandle h = 0;
+  EXPECT_EQ(create(&h, kGranularity, &on9, 0), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(address_free(base, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(counted(0), str({}));
+  EXPECT_EQ(counted(1), str({.free = 1, .create = 1, .release = 1, .map = 1, .unmap = 1,
+                             .set_access = 1, .synchronize = 2, .address_free = 1}));
+  ASSERT_CUDA(cudaEventDestroy(e1));
+  ASSERT_CUDA(cudaStreamDestroy(s1));
+  ASSERT_CUDA(cudaSetDevice(0));
+  (void)cudaGetLastError();
+}
+
+TEST_F(CallCounts, ResetZeroesOneDevice) {
+  for (int device : {0, 1}) {
+    ASSERT_CUDA(cudaSetDevice(device));
+    void* p = nullptr;
+    ASSERT_CUDA(cudaMalloc(&p, 256));
+    ASSERT_CUDA(cudaFree(p));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+  }
+  ASSERT_CUDA(cudaSetDevice(0));
+  ASSERT_EQ(cudasim_reset_counters(0), 0);
+  EXPECT_EQ(counted(0), str({}));
+  EXPECT_EQ(counted(1), str({.malloc = 1, .free = 1, .synchronize = 1}));
+  ASSERT_EQ(cudasim_reset_counters(1), 0);
+  EXPECT_EQ(counted(1), str({}));
+
+  cudasim_call_counts c{};
+  EXPECT_EQ(cudasim_get_call_counts(2, &c), -1);
+  EXPECT_EQ(cudasim_get_call_counts(-1, &c), -1);
+  EXPECT_EQ(cudasim_get_call_counts(0, nullptr), -1);
+}
+
+TEST_F(CallCounts, ConcurrentCallsAreAllCounted) {
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      if (cudaSetDevice(t % 2) != cudaSuccess) return;
+      for (int i = 0; i < kRounds; ++i) {
+        void* p = nullptr;
+        if (cudaMalloc(&p, 512) != cudaSuccess) return;
+        (void)cudaFree(p);
+        (void)cudaStreamSynchronize(cudaStreamPerThread);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  constexpr uint64_t kPerDevice = kThreads / 2 * kRounds;
+  for (int device : {0, 1}) {
+    EXPECT_EQ(counted(device),
+              str({.malloc = kPerDevice, .free = kPerDevice, .synchronize = kPerDevice}));
+    EXPECT_EQ(counters(device).in_use_bytes, 0u);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,197 @@
+// VMM checks for a real GPU (run by run_gpu_checks.sh; on cudasim by CTest, where the timings
+// mean nothing but every call path is exercised):
+//   1. the cost of each device call the allocators make, measured through cudacache's own
+//      backend (the figures tools/replay/device_call_costs.inc estimates from published A100
+//      numbers): median microseconds of N calls, 2 MiB and 20 MiB where size matters;
+//   2. expandable segments on this driver: random allocations under a memory cap with a byte
+//      pattern in every live block, checked after every step, and empty_cache every 64 steps.
+// Prints one table and "vmm checks: ok" (exit 0), or what failed (exit 1).
+//
+//   vmm_checks [repetitions]   (default 20)
+#include "device_allocator.h"
+#include "device_api.h"
+#include "segment_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using cudacache::PageHandle;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+int g_failures = 0;
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    std::printf("FAILED: %s\n", what.c_str());
+    ++g_failures;
+  }
+}
+
+double micros(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void row(const char* kind, std::size_t bytes, const std::vector<double>& samples) {
+  std::printf("  %-14s %6zu MiB  %10.2f us  (%zu calls)\n", kind, bytes / kMiB, median(samples),
+              samples.size());
+}
+
+// Each repetition: create, map, set_access, unmap, release one page, and reserve/free a range.
+void measure_pages(cudacache::SegmentBackend& backend, std::size_t page, int repetitions) {
+  std::vector<double> create, map, access, unmap, release, reserve, address_free;
+  for (int i = 0; i < repetitions; ++i) {
+    std::uintptr_t base = 0;
+    auto start = Clock::now();
+    cudaError_t error = backend.reserve(64 * page, &base);
+    reserve.push_back(micros(start));
+    check(error == cudaSuccess, "reserve");
+    PageHandle handle = 0;
+    start = Clock::now();
+    error = backend.create_page(page, &handle);
+    create.push_back(micros(start));
+    check(error == cudaSuccess, "create_page");
+    start = Clock::now();
+    error = backend.map(base, page, handle);
+    map.push_back(micros(start));
+    check(error == cudaSuccess, "map");
+    start = Clock::now();
+    error = backend.set_access(base, page);
+    access.push_back(micros(start));
+    check(error == cudaSuccess, "set_access");
+    check(cudaMemset(reinterpret_cast<void*>(base), 1, page) == cudaSuccess, "memset of a page");
+    cudaDeviceSynchronize();
+    start = Clock::now();
+    error = backend.unmap(base, page);
+    unmap.push_back(micros(start));
+    check(error == cudaSuccess, "unmap");
+    start = Clock::now();
+    error = backend.release_page(handle);
+    release.push_back(micros(start));
+    check(error == cudaSuccess, "release_page");
+    start = Clock::now();
+    error = backend.unreserve(base, 64 * page);
+    address_free.push_back(micros(start));
+    check(error == cudaSuccess, "unreserve");
+  }
+  row("create", page, create);
+  row("map", page, map);
+  row("set_access", page, access);
+  row("unmap", page, unmap);
+  row("release", page, release);
+  row("reserve", 64 * page, reserve);
+  row("address_free", 64 * page, address_free);
+}
+
+void measure_malloc(std::size_t bytes, int repetitions) {
+  std::vector<double> malloc_times, free_times, sync_times;
+  for (int i = 0; i < repetitions; ++i) {
+    void* p = nullptr;
+    auto start = Clock::now();
+    const cudaError_t error = cudaMalloc(&p, bytes);
+    malloc_times.push_back(micros(start));
+    check(error == cudaSuccess, "cudaMalloc");
+    start = Clock::now();
+    cudaDeviceSynchronize();
+    sync_times.push_back(micros(start));
+    start = Clock::now();
+    cudaFree(p);
+    free_times.push_back(micros(start));
+  }
+  row("malloc", bytes, malloc_times);
+  row("free", bytes, free_times);
+  if (bytes == 2 * kMiB) row("synchronize", 0, sync_times);
+}
+
+// A byte pattern per live block, checked through cudaMemcpy after every step.
+void expandable_pattern_check(int steps) {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  // Cap at 1 GiB (or the device) so that empty_cache and the ladder's unmapping are exercised.
+  const double fraction = std::min(1.0, static_cast<double>(1024 * kMiB) /
+                                            static_cast<double>(total_bytes));
+  cudacache::DeviceAllocator allocator(
+      0, cudacache::Options("expandable_segments:True,per_process_memory_fraction:" +
+                            std::to_string(fraction)));
+  check(allocator.expandable(), "expandable segments are available on this device");
+  std::mt19937_64 random(7);
+  std::map<void*, std::pair<std::size_t, unsigned char>> live;
+  int ooms = 0;
+  for (int step = 0; step < steps && g_failures == 0; ++step) {
+    if (random() % 100 < 55 && live.size() < 48) {
+      const auto size = static_cast<std::size_t>(
+          std::exp2(std::uniform_real_distribution<double>(8.0, 27.0)(random)));
+      try {
+        void* p = allocator.allocate(size, nullptr);
+        const auto value = static_cast<unsigned char>(step);
+        check(cudaMemset(p, value, size) == cudaSuccess, "cudaMemset of a block");
+        live[p] = {size, value};
+      } catch (const cudacache::OutOfMemoryError&) {
+        ++ooms;
+      }
+    } else if (!live.empty()) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(random() % live.size()));
+      allocator.deallocate(it->first);
+      live.erase(it);
+    }
+    if (step % 64 == 63) allocator.empty_cache();
+    for (const auto& [p, pattern] : live) {
+      for (std::size_t offset : {std::size_t{0}, pattern.first / 2, pattern.first - 1}) {
+        unsigned char byte = 0;
+        cudaMemcpy(&byte, static_cast<char*>(p) + offset, 1, cudaMemcpyDeviceToHost);
+        check(byte == pattern.second, "block contents intact at step " + std::to_string(step));
+      }
+    }
+  }
+  for (const auto& [p, pattern] : live) allocator.deallocate(p);
+  allocator.empty_cache();
+  const cudacache::MemoryStats stats = allocator.stats();
+  check(stats.reserved_bytes[cudacache::kAllPools].current == 0, "everything unmapped at the end");
+  std::printf("  expandable pattern check: %d steps, %d out-of-memory errors survived, %lld maps, "
+              "%lld unmaps\n",
+              steps, ooms, static_cast<long long>(stats.num_device_alloc),
+              static_cast<long long>(stats.num_device_free));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repetitions = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  if (cudacache::device_api::device_count() == 0) {
+    std::printf("vmm checks: no CUDA device\n");
+    return 2;
+  }
+  cudaFree(nullptr);  // create the context outside the timings
+  auto backend = cudacache::make_segment_backend(0, true);
+  if (backend->page_granularity() == 0) {
+    std::printf("vmm checks: this device or driver has no VMM support\n");
+    return 1;
+  }
+  std::printf("device call costs, median of %d (cudacache's own backend)\n", repetitions);
+  measure_malloc(2 * kMiB, repetitions);
+  measure_malloc(20 * kMiB, repetitions);
+  measure_pages(*backend, 2 * kMiB, repetitions);
+  measure_pages(*backend, 20 * kMiB, repetitions);
+  expandable_pattern_check(std::max(200, repetitions * 20));
+  std::printf("vmm checks: %s\n", g_failures == 0 ? "ok" : "FAILED");
+  return g_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,211 @@
+"""bench/replay/write_results.py: RESULTS.md from cudacache-replay's and bench_replay's JSON.
+
+Standard-library unittest. The first class feeds it JSON written here; the second runs the real
+tools on a tiny trace (CUDACACHE_REPLAY and BENCH_REPLAY name them; CTest sets both) and skips
+without them."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+WRITE_RESULTS = REPO / "bench" / "replay" / "write_results.py"
+CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
+              "reserve", "address_free")
+TINY_TRACE = ("op,id,size,stream\nalloc,0,2621440,0\nalloc,1,1048576,0\nfree,0,2621440,0\n"
+              "free,1,1048576,0\n")
+
+
+def calls(**counts):
+    return {kind: counts.get(kind, 0) for kind in CALL_KINDS}
+
+
+def result(allocator, device_calls, estimate, mallocs, frees, min_ratio=1.0, reserved=1.0):
+    return {"allocator": allocator, "peak_allocated_bytes": 100, "peak_reserved_bytes": 100,
+            "reserved_over_requested": reserved, "device_peak_bytes": 100,
+            "min_capacity_bytes": 2 << 20, "min_capacity_over_requested": min_ratio,
+            "device_mallocs": mallocs, "device_frees": frees, "device_calls": device_calls,
+            "estimated_device_call_seconds": estimate, "capacity_bytes": 80 << 30,
+            "oom": False, "oom_event_index": None, "events_replayed": 4, "seconds": 1e-5,
+            "events_per_second": 4e5}
+
+
+def trace(name, results):
+    return {"name": name, "events": 4, "allocs": 2, "frees": 2, "empty_cache_calls": 0,
+            "streams": 1, "peak_requested_bytes": 3 << 20, "results": results}
+
+
+def bench_run(trace_name, allocator, ns, **counters):
+    return {"name": f"replay/{trace_name}/{allocator}/manual_time", "run_type": "iteration",
+            "ns_per_event": ns, **counters}
+
+
+def write_results(directory, replay, bench, previous=None):
+    """Runs write_results.py; returns the CompletedProcess (stdout: the Markdown)."""
+    directory = pathlib.Path(directory)
+    (directory / "replay.json").write_text(json.dumps(replay))
+    (directory / "bench.json").write_text(json.dumps(bench))
+    arguments = [sys.executable, str(WRITE_RESULTS),
+                 "--replay-json", str(directory / "replay.json"),
+                 "--bench-json", str(directory / "bench.json"),
+                 "--traces", str(directory), "--command", "test", "--date", "today",
+                 "--machine", "test machine"]
+    if previous is not None:
+        (directory / "previous.md").write_text(previous)
+        arguments += ["--previous", str(directory / "previous.md")]
+    return subprocess.run(arguments, capture_output=True, text=True, timeout=60)
+
+
+def section(markdown, heading):
+    start = markdown.index(heading)
+    end = markdown.find("\n## ", start + len(heading))
+    return markdown[start:] if end < 0 else markdown[start:end]
+
+
+def table_row(text, first_cells):
+    """The Markdown row whose first cells are `first_cells`, split into cells."""
+    prefix = "| " + " | ".join(first_cells) + " |"
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return [cell.strip() for cell in line.strip().strip("|").split("|")]
+    raise AssertionError(f"no row starting {prefix!r} in:\n{text}")
+
+
+class WriteResultsFromJson(unittest.TestCase):
+    def setUp(self):
+        # Two traces; nocache and cub in-process (timed, with bench_replay's counters),
+        # torch-expandable from PyTorch (not timed). Estimates are whatever cudacache-replay
+        # wrote: the script reads them, it has no cost table of its own.
+        self.replay = {"traces": [
+            trace("alpha", [
+                result("nocache", calls(malloc=2, free=2), 0.00048952, 2, 2),
+                result("cub", calls(malloc=2, free=1), 0.00047552, 2, 1, 1.5, 1.25),
+            ]),
+            trace("beta", [
+                result("nocache", calls(malloc=5, free=5), 0.0012238, 5, 5),
+                result("cub", calls(malloc=4, free=4, synchronize=1), 0.000984, 4, 4),
+            ]),
+        ]}
+        self.bench = {"context": {"cuda_runtime": "cudasim", "load_avg": [0.5, 0.5, 0.5]},
+                      "benchmarks": [
+                          bench_run("alpha", "nocache", 800, device_calls=4,
+                                    device_mallocs_frees=4),
+                          bench_run("alpha", "cub", 600, device_calls=3, device_mallocs_frees=3),
+                          bench_run("beta", "nocache", 900, device_calls=10,
+                                    device_mallocs_frees=10),
+                          bench_run("beta", "cub", 700, device_calls=9, device_mallocs_frees=8),
+                      ]}
+
+    def render(self, previous=None):
+        with tempfile.TemporaryDirectory() as directory:
+            completed = write_results(directory, self.replay, self.bench, previous)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        return completed.stdout
+
+    def test_per_trace_table_has_total_calls_and_estimated_time(self):
+        markdown = self.render()
+        per_trace = section(markdown, "## Per trace")
+        self.assertIn("| device calls | est. device-call time (ms) | ns / event |", per_trace)
+        row = table_row(per_trace, ["`beta`"])
+        self.assertEqual(row[4:], ["nocache", "1.000", "1.000", "10", "1.2", "900"])
+        row = table_row(per_trace, ["", "", "", "", "cub"])
+        self.assertEqual(row[7:], ["3", "0.476", "600"])  # alpha's cub
+
+    def test_device_calls_by_kind_per_trace(self):
+        by_kind = section(self.render(), "## Device calls by kind")
+        self.assertIn("| trace | allocator | " + " | ".join(CALL_KINDS) +
+                      " | total | est. time (ms) |", by_kind)
+        self.assertEqual(table_row(by_kind, ["`alpha`", "nocache"])[2:],
+                         ["2", "2", "0", "0", "0", "0", "0", "0", "0", "0", "4", "0.490"])
+        self.assertEqual(table_row(by_kind, ["", "cub"])[2:],
+                         ["2", "1", "0", "0", "0", "0", "0", "0", "0", "0", "3", "0.476"])
+        self.assertEqual(table_row(by_kind, ["`beta`", "nocache"])[2:],
+                         ["5", "5", "0", "0", "0", "0", "0", "0", "0", "0", "10", "1.2"])
+
+    def test_summary_sums_calls_and_estimates(self):
+        summary = section(self.render(), "## Per allocator")
+        self.assertIn("| device calls (total) | est. device-call time, all traces (ms) |",
+                      summary)
+        nocache = table_row(summary, ["nocache"])
+        self.assertEqual(nocache[5:7], ["14", "1.7"])
+        cub = table_row(summary, ["cub"])
+        self.assertEqual(cub[1], "1.225")  # geometric mean of 1.5 and 1.0
+        self.assertEqual(cub[5:7], ["12", "1.5"])
+        by_kind = summary[summary.index("Device calls by kind, summed"):]
+        self.assertEqual(table_row(by_kind, ["cub"])[1:],
+                         ["6", "5", "0", "0", "0", "0", "0", "1", "0", "0", "12", "1.5"])
+
+    def test_hand_written_section_is_kept(self):
+        previous = "# old\n\n## What the table says\n\nWritten by a person.\n"
+        self.assertTrue(self.render(previous).endswith("## What the table says\n\n"
+                                                       "Written by a person.\n"))
+
+    def test_bench_replay_must_count_the_same_calls(self):
+        self.bench["benchmarks"][3]["device_calls"] = 8  # beta / cub: replay counted 9
+        with tempfile.TemporaryDirectory() as directory:
+            completed = write_results(directory, self.replay, self.bench)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("beta / cub: cudacache-replay counted 9 device_calls, bench_replay 8",
+                      completed.stderr)
+
+    def test_bench_replay_must_count_the_same_mallocs_and_frees(self):
+        self.bench["benchmarks"][0]["device_mallocs_frees"] = 5
+        with tempfile.TemporaryDirectory() as directory:
+            completed = write_results(directory, self.replay, self.bench)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("alpha / nocache: cudacache-replay counted 4 device_mallocs_frees",
+                      completed.stderr)
+
+    def test_calls_not_counted_are_dashes(self):
+        # A replay without cudasim's call counts (device_calls null) still renders.
+        for t in self.replay["traces"]:
+            for r in t["results"]:
+                if r["allocator"] == "cub":
+                    r["device_calls"] = None
+                    r["estimated_device_call_seconds"] = None
+        markdown = self.render()
+        by_kind = section(markdown, "## Device calls by kind")
+        self.assertEqual(table_row(by_kind, ["", "cub"])[2:], ["-"] * 12)
+        self.assertEqual(table_row(section(markdown, "## Per allocator"), ["cub"])[5:7],
+                         ["-", "-"])
+
+
+class WriteResultsFromTheTools(unittest.TestCase):
+    """cudacache-replay and bench_replay on a tiny trace, then write_results.py: the counts of
+    the two tools agree and the Markdown carries them."""
+
+    def test_tools_to_markdown(self):
+        replay_tool = os.environ.get("CUDACACHE_REPLAY")
+        bench_tool = os.environ.get("BENCH_REPLAY")
+        if not replay_tool or not bench_tool:
+            self.skipTest("CUDACACHE_REPLAY and BENCH_REPLAY (the binaries) are not set")
+        with tempfile.TemporaryDirectory() as directory:
+            directory = pathlib.Path(directory)
+            (directory / "tiny.csv").write_text(TINY_TRACE)
+            subprocess.run([replay_tool, "--allocators", "nocache,cub", "--min-capacity",
+                            "--json", str(directory / "replay.json"), str(directory / "tiny.csv")],
+                           check=True, capture_output=True, timeout=120)
+            subprocess.run([bench_tool, f"--traces={directory}", "--allocators=nocache,cub",
+                            "--benchmark_min_time=0.01", "--benchmark_out_format=json",
+                            f"--benchmark_out={directory / 'bench.json'}"],
+                           check=True, capture_output=True, timeout=120)
+            replay = json.loads((directory / "replay.json").read_text())
+            bench = json.loads((directory / "bench.json").read_text())
+            completed = write_results(directory, replay, bench)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        by_kind = section(completed.stdout, "## Device calls by kind")
+        nocache = table_row(by_kind, ["`tiny`", "nocache"])
+        self.assertEqual(nocache[2:12], ["2", "2"] + ["0"] * 8)
+        self.assertEqual(nocache[12], "4")
+        cub = table_row(by_kind, ["", "cub"])
+        self.assertEqual(cub[2:13], ["2", "1"] + ["0"] * 8 + ["3"])
+        estimate = replay["traces"][0]["results"][0]["estimated_device_call_seconds"]
+        self.assertEqual(nocache[13], f"{estimate * 1e3:.3f}")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
