@@ -3,10 +3,12 @@
 #   1. build Release for the local GPU's architecture (nvidia-smi's compute capability);
 #   2. run the CTest suite on NVIDIA's runtime instead of cudasim (tests that need cudasim's
 #      controls skip themselves);
-#   3. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
+#   3. the VMM backend on this driver and the cost of every kind of device call
+#      (tests/gpu/vmm_checks.cpp: median microseconds, and expandable segments under a cap);
+#   4. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
 #      libcudacache_preload.so under unmodified programs on NVIDIA's runtime and driver; the
 #      programs are compiled while CTest runs, as the GPU build does not define them);
-#   4. run tests/gpu/torch_scenarios.py under PyTorch's own allocator and under cudacache, each
+#   5. run tests/gpu/torch_scenarios.py under PyTorch's own allocator and under cudacache, each
 #      in its own process, and print them side by side with a summary table last (the
 #      preload verdicts at its end).
 #
@@ -76,6 +78,11 @@ step "CTest on NVIDIA's runtime"
 # conformance tests are left out and tests that need cudasim's controls skip themselves.
 (cd "$build" && timeout "$(seconds 150 $RESERVE)" ctest --output-on-failure -j 4 --timeout 100) \
   || fail "ctest on the real runtime"
+
+step "VMM backend and device-call costs (tests/gpu/vmm_checks.cpp)"
+# The measured per-call costs go beside the estimates of tools/replay/device_call_costs.cpp.
+timeout "$(seconds 40 $RESERVE)" "$build/tests/gpu/vmm_checks" 20 | tee "$results/vmm.txt" \
+  || fail "vmm checks"
 
 step "preload (libcudacache_preload.so on NVIDIA's runtime)"
 # Checks 1, 3 (and a kernel on reused memory, half of 7), 5, 8 and 9 of PRELOAD_CHECKS.md, one
