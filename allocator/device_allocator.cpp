@@ -86,9 +86,9 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                                          " handed to the allocator of device " +
                                          std::to_string(device));
   }
-  const bool want_pages = options_.expandable_segments.enabled;
-  backend_ = backend ? std::move(backend) : make_segment_backend(device, want_pages);
-  expandable_ = want_pages && backend_->page_granularity() > 0;
+  backend_ = backend ? std::move(backend) : make_segment_backend(device, options_.wants_pages());
+  expandable_ = options_.wants_pages() && backend_->page_granularity() > 0;
+  moves_pages_ = expandable_ && options_.policy.is_cudacache();
   if (options_.per_process_memory_fraction.is_set()) {
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
@@ -394,6 +394,8 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   DeviceStats::increase(stats.allocated_bytes, kind, as_signed(block->size));
   DeviceStats::increase(stats.active, kind, 1);
   DeviceStats::increase(stats.active_bytes, kind, as_signed(block->size));
+  peak_active_bytes_ = std::max(
+      peak_active_bytes_, static_cast<std::size_t>(stats.active_bytes[kAllPools].current));
   DeviceStats::increase(stats.requested_bytes, kind, as_signed(block->requested_size));
   if (block->size >= options_.max_split_size()) DeviceStats::increase(stats.oversize_allocations, 1);
   record_event(HistoryAction::kAlloc, block->address, block->requested_size, block->size, 0,

@@ -73,7 +73,8 @@ class DeviceAllocator {
 
   int device() const { return device_; }
   const Options& options() const { return options_; }
-  // True when segments are expandable: the option is on and the backend has pages.
+  // True when segments are expandable (cudacache's policy, or PyTorch's with
+  // expandable_segments:True) and the backend has pages.
   bool expandable() const { return expandable_; }
   RetryHooks& retry_hooks() { return *hooks_; }
 
@@ -95,8 +96,23 @@ class DeviceAllocator {
   Block* allocate_expandable(const Request& request) CUDACACHE_REQUIRES(mutex_);
   Block* find_expandable_block(const Request& request) CUDACACHE_REQUIRES(mutex_);
   bool map_block(Block* block, std::size_t size) CUDACACHE_REQUIRES(mutex_);
-  // Unmaps the whole pages inside a free block; returns the unmapped block, or nullptr.
-  Block* unmap_block(Block* block) CUDACACHE_REQUIRES(mutex_);
+  // Maps the unmapped blocks of the chain from `candidate` until it holds `size` bytes.
+  Block* map_chain(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
+  // cudacache's policy (Note [Moving pages]): unmaps whole free pages elsewhere into
+  // moved_pages_ for the chain from `candidate` (when moving pays), ...
+  void gather_pages(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
+  // ... then takes `need` bytes of pages (together no larger than `limit`), from moved_pages_
+  // first, created as pages of `page_size` for the rest; false when the device is full
+  // (*pages has what was found).
+  bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
+                  std::vector<Page>* pages)
+      CUDACACHE_REQUIRES(mutex_);
+  bool device_has_room(std::size_t bytes) const CUDACACHE_REQUIRES(mutex_);
+  // Unmaps the whole pages inside [address, address + size) of a free block (all of it by
+  // default), releasing them or handing them to *kept; returns the unmapped block, or nullptr.
+  Block* unmap_block(Block* block, std::vector<Page>* kept = nullptr) CUDACACHE_REQUIRES(mutex_);
+  Block* unmap_block(Block* block, std::uintptr_t address, std::size_t size,
+                     std::vector<Page>* kept) CUDACACHE_REQUIRES(mutex_);
   void release_expandable_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);
@@ -129,6 +145,7 @@ class DeviceAllocator {
   const std::shared_ptr<RetryHooks> hooks_;
   std::unique_ptr<SegmentBackend> backend_;  // set once, in the constructor
   bool expandable_ = false;                  // set once
+  bool moves_pages_ = false;  // cudacache's policy (Note [Moving pages]); set once
   std::size_t allowed_maximum_ = SIZE_MAX;  // per_process_memory_fraction cap; set once
 
   mutable std::mutex mutex_;
@@ -143,6 +160,9 @@ class DeviceAllocator {
   std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
   std::unordered_set<cudaStream_t> verified_streams_ CUDACACHE_GUARDED_BY(mutex_);
+  std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);  // during one allocation only
+  // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
+  std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
 };
 

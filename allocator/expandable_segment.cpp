@@ -4,8 +4,35 @@
 #include "log.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace cudacache {
+
+cudaError_t create_pages(SegmentBackend& backend, std::size_t bytes, std::size_t page_size,
+                         std::vector<Page>* pages) {
+  std::vector<Page> created;
+  for (std::size_t done = 0; done < bytes;) {
+    Page page{0, std::min(page_size, bytes - done)};
+    if (const cudaError_t error = backend.create_page(page.size, &page.handle);
+        error != cudaSuccess) {
+      release_pages(backend, created);
+      return error;
+    }
+    created.push_back(page);
+    done += page.size;
+  }
+  pages->insert(pages->end(), created.begin(), created.end());
+  return cudaSuccess;
+}
+
+void release_pages(SegmentBackend& backend, const std::vector<Page>& pages) {
+  for (const Page& page : pages) {
+    if (const cudaError_t error = backend.release_page(page.handle); error != cudaSuccess) {
+      logger().error("device {}: cuMemRelease failed: {}", backend.device(),
+                     device_api::error_string(error));
+    }
+  }
+}
 
 std::unique_ptr<ExpandableSegment> ExpandableSegment::reserve(SegmentBackend& backend,
                                                               std::size_t page_size,
@@ -22,25 +49,19 @@ std::unique_ptr<ExpandableSegment> ExpandableSegment::reserve(SegmentBackend& ba
 ExpandableSegment::ExpandableSegment(SegmentBackend& backend, std::uintptr_t base,
                                      std::size_t page_size, std::size_t pages,
                                      cudaStream_t stream)
-    : backend_(backend), base_(base), page_size_(page_size), stream_(stream), pages_(pages) {}
+    : backend_(backend),
+      base_(base),
+      size_(page_size * pages),
+      page_size_(page_size),
+      stream_(stream) {}
 
 ExpandableSegment::~ExpandableSegment() {
-  std::size_t first = 0;
-  while (first < pages_.size()) {  // one unmap per mapped run, as PyTorch
-    if (!pages_[first]) {
-      ++first;
-      continue;
-    }
-    std::size_t last = first;
-    while (last < pages_.size() && pages_[last]) ++last;
-    std::size_t done = 0;
-    if (const cudaError_t error = unmap_pages(first, last, &done); error != cudaSuccess) {
-      logger().error("device {}: unmapping expandable segment pages failed: {}", backend_.device(),
-                     device_api::error_string(error));
-    }
-    first = last;
+  AddressRange unmapped;
+  if (const cudaError_t error = unmap(base_, size_, &unmapped); error != cudaSuccess) {
+    logger().error("device {}: unmapping expandable segment pages failed: {}", backend_.device(),
+                   device_api::error_string(error));
   }
-  if (const cudaError_t error = backend_.unreserve(base_, size()); error != cudaSuccess) {
+  if (const cudaError_t error = backend_.unreserve(base_, size_); error != cudaSuccess) {
     logger().error("device {}: freeing the address range at {:#x} failed: {}", backend_.device(),
                    base_, device_api::error_string(error));
   }
@@ -49,70 +70,90 @@ ExpandableSegment::~ExpandableSegment() {
 cudaError_t ExpandableSegment::map(std::uintptr_t address, std::size_t size,
                                    AddressRange* mapped) {
   *mapped = {};
-  const std::size_t first = (address - base_) / page_size_;
-  const std::size_t last = std::min(pages_.size(), (address + size - base_ + page_size_ - 1) / page_size_);
+  const std::uintptr_t first = base_ + (address - base_) / page_size_ * page_size_;
+  const std::uintptr_t last =
+      std::min(base_ + size_, base_ + (address + size - base_ + page_size_ - 1) / page_size_ *
+                                          page_size_);
   if (first >= last) return cudaSuccess;
-  std::vector<PageHandle> created;
-  created.reserve(last - first);
-  auto undo = [&](std::size_t mapped_pages) {
-    for (std::size_t i = 0; i < mapped_pages; ++i) backend_.unmap(page_address(first + i), page_size_);
-    for (PageHandle handle : created) backend_.release_page(handle);
-  };
-  for (std::size_t i = first; i < last; ++i) {
-    PageHandle handle = 0;
-    if (const cudaError_t error = backend_.create_page(page_size_, &handle); error != cudaSuccess) {
-      undo(0);
-      return error;
-    }
-    created.push_back(handle);
-  }
-  for (std::size_t i = first; i < last; ++i) {
-    const cudaError_t error = backend_.map(page_address(i), page_size_, created[i - first]);
-    if (error != cudaSuccess) {
-      undo(i - first);
-      return error;
-    }
-  }
-  const std::size_t bytes = (last - first) * page_size_;
-  if (const cudaError_t error = backend_.set_access(page_address(first), bytes);
+  std::vector<Page> created;
+  if (const cudaError_t error = create_pages(backend_, last - first, page_size_, &created);
       error != cudaSuccess) {
-    undo(last - first);
     return error;
   }
-  for (std::size_t i = first; i < last; ++i) pages_[i] = created[i - first];
-  *mapped = {page_address(first), bytes};
-  return cudaSuccess;
-}
-
-cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
-                                     AddressRange* unmapped) {
-  *unmapped = {};
-  const std::size_t first = (address - base_ + page_size_ - 1) / page_size_;
-  const std::size_t last = (address + size - base_) / page_size_;
-  if (first >= last) return cudaSuccess;
-  std::size_t done = 0;
-  const cudaError_t error = unmap_pages(first, last, &done);
-  if (done > 0) *unmapped = {page_address(first), done * page_size_};
+  const cudaError_t error = map_pages(first, created, mapped);
+  if (error != cudaSuccess) release_pages(backend_, created);
   return error;
 }
 
-cudaError_t ExpandableSegment::unmap_pages(std::size_t first, std::size_t last,
-                                           std::size_t* done) {
-  *done = 0;
+cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vector<Page>& pages,
+                                         AddressRange* mapped) {
+  *mapped = {};
+  std::size_t bytes = 0;
+  for (const Page& page : pages) bytes += page.size;
+  if (bytes == 0) return cudaSuccess;
+  auto undo = [&](std::size_t count) {
+    std::uintptr_t at = address;
+    for (std::size_t i = 0; i < count; ++i) {
+      backend_.unmap(at, pages[i].size);
+      at += pages[i].size;
+    }
+  };
+  std::uintptr_t at = address;
+  for (std::size_t i = 0; i < pages.size(); ++i) {
+    if (const cudaError_t error = backend_.map(at, pages[i].size, pages[i].handle);
+        error != cudaSuccess) {
+      undo(i);
+      return error;
+    }
+    at += pages[i].size;
+  }
+  if (const cudaError_t error = backend_.set_access(address, bytes); error != cudaSuccess) {
+    undo(pages.size());
+    return error;
+  }
+  at = address;
+  for (const Page& page : pages) {
+    pages_.emplace(at, page);
+    at += page.size;
+  }
+  *mapped = {address, bytes};
+  return cudaSuccess;
+}
+
+std::vector<std::pair<std::uintptr_t, Page>> ExpandableSegment::pages_inside(
+    std::uintptr_t address, std::size_t size) const {
+  std::vector<std::pair<std::uintptr_t, Page>> inside;
+  for (auto it = pages_.lower_bound(address);
+       it != pages_.end() && it->first + it->second.size <= address + size; ++it) {
+    inside.emplace_back(it->first, it->second);
+  }
+  return inside;
+}
+
+cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
+                                     AddressRange* unmapped, std::vector<Page>* kept) {
+  *unmapped = {};
+  auto first = pages_.lower_bound(address);
+  auto last = first;
+  while (last != pages_.end() && last->first + last->second.size <= address + size) ++last;
+  if (first == last) return cudaSuccess;
   // The stream's last kernels may still use these pages: unmap only after they are done.
   if (const cudaError_t error = device_api::synchronize_stream(backend_.device(), stream_);
       error != cudaSuccess) {
     return error;
   }
-  for (std::size_t i = first; i < last; ++i, ++*done) {
-    if (const cudaError_t error = backend_.unmap(page_address(i), page_size_);
-        error != cudaSuccess) {
+  unmapped->address = first->first;
+  for (auto it = first; it != last; it = pages_.erase(it)) {
+    const Page page = it->second;
+    if (const cudaError_t error = backend_.unmap(it->first, page.size); error != cudaSuccess) {
       return error;
     }
-    const PageHandle handle = *pages_[i];
-    pages_[i].reset();
-    if (const cudaError_t error = backend_.release_page(handle); error != cudaSuccess) {
-      ++*done;  // unmapped, so no longer reserved, though the driver kept the page
+    unmapped->size += page.size;
+    if (kept != nullptr) {
+      kept->push_back(page);
+    } else if (const cudaError_t error = backend_.release_page(page.handle);
+               error != cudaSuccess) {
+      pages_.erase(it);  // unmapped, so no longer reserved, though the driver kept the page
       return error;
     }
   }

@@ -13,7 +13,9 @@
 //   unmaps and releases each page.
 // - Pages are unmapped only by empty_cache and the out-of-memory ladder, never by a free.
 // Each page is its own handle, mapped whole (offset 0): the only use the driver allows for
-// non-multicast handles, and what lets a page be unmapped alone.
+// non-multicast handles, and what lets a page be unmapped alone. A page is any multiple of
+// the range's page size (cudacache's policy maps one page per growth when the device has
+// room, and moves unmapped pages to other ranges: Note [Moving pages] in expandable_blocks.cpp).
 #pragma once
 
 #include "segment_backend.h"
@@ -22,8 +24,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
-#include <optional>
+#include <utility>
 #include <vector>
 
 namespace cudacache {
@@ -32,6 +35,19 @@ struct AddressRange {
   std::uintptr_t address = 0;
   std::size_t size = 0;
 };
+
+// A physical page: a handle of `size` bytes, mapped whole wherever it is mapped.
+struct Page {
+  PageHandle handle = 0;
+  std::size_t size = 0;
+};
+
+// Creates pages of `page_size` bytes (the last one smaller when bytes is not a multiple)
+// until they hold `bytes`. On an error, nothing created stays: the error is returned.
+cudaError_t create_pages(SegmentBackend& backend, std::size_t bytes, std::size_t page_size,
+                         std::vector<Page>* pages);
+// Releases pages (logging failures).
+void release_pages(SegmentBackend& backend, const std::vector<Page>& pages);
 
 class ExpandableSegment {
  public:
@@ -45,31 +61,36 @@ class ExpandableSegment {
   ExpandableSegment& operator=(const ExpandableSegment&) = delete;
 
   std::uintptr_t base() const { return base_; }
-  std::size_t size() const { return page_size_ * pages_.size(); }
+  std::size_t size() const { return size_; }
   std::size_t page_size() const { return page_size_; }
 
-  // Maps the pages covering [address, address + size). *mapped is the page-rounded range
-  // mapped now, empty when the device is full (cudaErrorMemoryAllocation). Any other error
-  // leaves nothing of this call mapped or created.
+  // Maps new pages of page_size() covering [address, address + size) (PyTorch's growth).
+  // *mapped is the page-rounded range mapped now, empty when the device is full
+  // (cudaErrorMemoryAllocation). Any other error leaves nothing of this call mapped or created.
   cudaError_t map(std::uintptr_t address, std::size_t size, AddressRange* mapped);
-  // Unmaps and releases the pages wholly inside [address, address + size), which must all be
-  // mapped; *unmapped is the range unmapped (empty when no whole page lies inside, then no
-  // device call is made). On an error, *unmapped is the part unmapped before it.
-  cudaError_t unmap(std::uintptr_t address, std::size_t size, AddressRange* unmapped);
+  // Maps `pages` one after another from `address` (page-aligned, unmapped), with one
+  // cuMemSetAccess for them all. On an error nothing is mapped and the pages stay the caller's.
+  cudaError_t map_pages(std::uintptr_t address, const std::vector<Page>& pages,
+                        AddressRange* mapped);
+  // The mapped pages wholly inside [address, address + size), in address order.
+  std::vector<std::pair<std::uintptr_t, Page>> pages_inside(std::uintptr_t address,
+                                                            std::size_t size) const;
+  // Unmaps the pages wholly inside [address, address + size), after synchronizing the
+  // segment's stream, and releases them, or hands them to *kept when it is not null.
+  // *unmapped is the range unmapped (empty when no whole page lies inside, then no device call
+  // is made). On an error, *unmapped is the part unmapped before it.
+  cudaError_t unmap(std::uintptr_t address, std::size_t size, AddressRange* unmapped,
+                    std::vector<Page>* kept = nullptr);
 
  private:
   ExpandableSegment(SegmentBackend& backend, std::uintptr_t base, std::size_t page_size,
                     std::size_t pages, cudaStream_t stream);
-  // Synchronizes the stream, then unmaps and releases pages [first, last) in order, stopping at
-  // the first error; *done counts the pages no longer mapped.
-  cudaError_t unmap_pages(std::size_t first, std::size_t last, std::size_t* done);
-  std::uintptr_t page_address(std::size_t index) const { return base_ + index * page_size_; }
-
   SegmentBackend& backend_;
   const std::uintptr_t base_;
+  const std::size_t size_;
   const std::size_t page_size_;
   const cudaStream_t stream_;
-  std::vector<std::optional<PageHandle>> pages_;  // one slot per page of the range
+  std::map<std::uintptr_t, Page> pages_;  // mapped pages by address
 };
 
 }  // namespace cudacache

@@ -204,6 +204,19 @@ std::string ExpandableSegments::parse(std::string_view text) {
 
 std::string ExpandableSegments::to_string() const { return enabled ? "True" : "False"; }
 
+std::string AllocatorPolicy::parse(std::string_view text) {
+  if (text == "cudacache") {
+    kind = Kind::kCudacache;
+  } else if (text == "pytorch") {
+    kind = Kind::kPyTorch;
+  } else {
+    return "cudacache or pytorch";
+  }
+  return {};
+}
+
+std::string AllocatorPolicy::to_string() const { return is_cudacache() ? "cudacache" : "pytorch"; }
+
 std::string HistoryEntries::parse(std::string_view text) {
   constexpr const char* kExpected = "an integer from 0 (off) to 100000000 (entries)";
   static_assert(kMaxHistoryEntries == 100'000'000, "keep the message in step");
@@ -251,7 +264,9 @@ void Options::apply(std::string_view config) {
 std::string Options::to_config_string() const {
   std::string text;
 #define CUDACACHE_OPTION(name, Type, default_value, doc) \
-  text += (text.empty() ? "" : ",") + std::string(#name ":") + name.to_string();
+  if (!text.empty()) text += ',';                        \
+  text += #name ":";                                     \
+  text += name.to_string();
 #include "options.inc"
 #undef CUDACACHE_OPTION
   return text;

@@ -50,6 +50,16 @@ struct ExpandableSegments {
   std::string to_string() const;
 };
 
+// Which placement policy: cudacache's own (allocator/README.md, Note [Moving pages]) or
+// PyTorch's CUDACachingAllocator, native or, with expandable_segments:True, expandable.
+struct AllocatorPolicy {
+  enum class Kind { kCudacache, kPyTorch };
+  Kind kind = Kind::kPyTorch;
+  bool is_cudacache() const { return kind == Kind::kCudacache; }
+  std::string parse(std::string_view text);
+  std::string to_string() const;
+};
+
 struct HistoryEntries {
   std::size_t max_entries = 0;
   std::string parse(std::string_view text);
@@ -69,6 +79,8 @@ struct Options {
   void apply(std::string_view config);
 
   std::size_t max_split_size() const { return max_split_size_mb.bytes; }
+  // Whether the allocator wants driver-VMM pages: cudacache's policy or expandable segments.
+  bool wants_pages() const { return policy.is_cudacache() || expandable_segments.enabled; }
 
   // Effective values as a "key:value,..." string that Options(string) accepts.
   std::string to_config_string() const;

@@ -65,7 +65,7 @@ DeviceAllocator* allocator_for(int device) {
   }
   try {
     auto backend = std::make_unique<TrackingSegmentBackend>(
-        make_segment_backend(device, parsed->expandable_segments.enabled));
+        make_segment_backend(device, parsed->wants_pages()));
     auto* allocator = new DeviceAllocator(device, *parsed, nullptr, std::move(backend));
     slot.allocator.store(allocator, std::memory_order_release);
     logger().debug("preload: caching device {}", device);

@@ -1,7 +1,7 @@
 // The shared conformance suite: whole scenarios as a training loop sees them, checked against
 // cudasim's own counters, run once per configuration (INSTANTIATE_TEST_SUITE_P at the end:
-// cudaMalloc segments and expandable VMM segments, with history, max_split_size_mb and
-// roundup_power2_divisions). A behaviour every configuration must have belongs here; one that
+// cudaMalloc segments, PyTorch's expandable VMM segments and cudacache's own policy, with
+// history, max_split_size_mb and roundup_power2_divisions). A behaviour every configuration must have belongs here; one that
 // depends on a policy's layout belongs to that policy's own test file.
 #include "test_support.h"
 
@@ -273,6 +273,8 @@ const std::pair<const char*, const char*> kConfigurations[] = {
     {"RoundupDivisions", "roundup_power2_divisions:4"},
     {"ExpandableWithMaxSplitAndHistory",
      "expandable_segments:True,max_split_size_mb:40,record_history:1000"},
+    {"CudacachePolicy", "policy:cudacache"},
+    {"CudacachePolicyWithHistory", "policy:cudacache,record_history:1000"},
 };
 
 std::string configuration_name(const ::testing::TestParamInfo<std::string>& param) {

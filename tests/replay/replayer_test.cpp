@@ -94,5 +94,47 @@ TEST(SyntheticWorkload, RejectsBadSpecs) {
   EXPECT_EQ(TransformerShape::parse("").layers, TransformerShape{}.layers);
 }
 
+// A steady training loop makes no device call once its optimizer state exists: ten steps make
+// exactly the calls of two (cudasim's counts). The first step alone makes fewer: AdamW's
+// moment buffers are created at its end, so the second step is the first to need them.
+TEST_F(Replayer, SteadyTrainingLoopMakesNoDeviceCallAfterItsWarmUp) {
+  TransformerShape shape = TransformerShape::parse("layers:4,hidden:256,seq:128,batch:4");
+  for (const char* allocator : {"cudacache:policy:cudacache", "pytorch", "pytorch-expandable"}) {
+    SCOPED_TRACE(allocator);
+    shape.steps = 2;
+    const ReplayResult one = replay_trace(make_transformer_training_trace(shape), allocator, {});
+    shape.steps = 10;
+    const ReplayResult ten = replay_trace(make_transformer_training_trace(shape), allocator, {});
+    ASSERT_TRUE(one.device_calls && ten.device_calls);
+    EXPECT_GT(one.device_calls->total(), 0u);
+    EXPECT_EQ(*ten.device_calls, *one.device_calls);
+  }
+}
+
+// torch.cat-style growth (each step allocates a slightly larger tensor and frees the old one):
+// with plenty of room cudacache's policy holds close to what is in use; PyTorch's native
+// policy holds many times more.
+TEST_F(Replayer, TensorsGrownStepByStepAreNotHeldManyTimesOver) {
+  std::string csv = "op,id,size,stream\n";
+  const std::uint64_t step_bytes = 6 * kMiB;
+  std::uint64_t previous = 0;
+  for (std::uint64_t i = 1; i <= 200; ++i) {
+    csv += "alloc," + std::to_string(i) + "," + std::to_string(i * step_bytes) + ",0\n";
+    if (previous != 0) {
+      csv += "free," + std::to_string(previous) + "," + std::to_string(previous * step_bytes) +
+             ",0\n";
+    }
+    previous = i;
+  }
+  const Trace trace = parse_trace_csv(csv, "cat.csv");
+  const std::uint64_t plenty = 64 * kGiB;  // the device has room (at 8 GiB it has not)
+  const ReplayResult ours = replay_trace(trace, "cudacache:policy:cudacache", plenty);
+  const ReplayResult native = replay_trace(trace, "pytorch", plenty);
+  ASSERT_TRUE(ours.peak_reserved_bytes && native.peak_reserved_bytes);
+  EXPECT_LE(static_cast<double>(*ours.peak_reserved_bytes),
+            1.10 * static_cast<double>(trace.peak_requested_bytes));
+  EXPECT_GT(*native.peak_reserved_bytes, 2 * *ours.peak_reserved_bytes);
+}
+
 }  // namespace
 }  // namespace cudacache::replay

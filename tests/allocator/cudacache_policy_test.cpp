@@ -1,0 +1,98 @@
+// cudacache's own policy (policy:cudacache, Note [Moving pages] in expandable_blocks.cpp):
+// pages are moved, not created, when the device is full; 2 MiB pages without room, PyTorch's
+// 20 MiB pages with room. The behaviours every configuration shares are in conformance_test.cpp.
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+namespace cudacache {
+namespace {
+
+using testing::reserved;
+using testing::sim_counters;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+cudasim_call_counts calls() {
+  cudasim_call_counts counts{};
+  EXPECT_EQ(cudasim_get_call_counts(0, &counts), 0);
+  return counts;
+}
+
+class CudacachePolicy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CUDACACHE_REQUIRE_CUDASIM();
+    capacity_ = cudasim_get_capacity(0);
+    ASSERT_EQ(cudasim_reset_counters(0), 0);
+  }
+  void TearDown() override {
+    if (cudasim_available()) cudasim_set_capacity(0, capacity_);
+  }
+  static Options options() { return Options("policy:cudacache"); }
+
+ private:
+  std::size_t capacity_ = 0;
+};
+
+TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  {
+    DeviceAllocator allocator(0, options());
+    ASSERT_TRUE(allocator.expandable());
+    allocator.deallocate(allocator.allocate(60 * kMiB, other));  // no room: 30 pages of 2 MiB
+    cudasim_call_counts counts = calls();
+    EXPECT_EQ(counts.create, 30u);
+    void* p = allocator.allocate(60 * kMiB, nullptr);  // the same pages, moved
+    counts = calls();
+    EXPECT_EQ(counts.create, 30u);
+    EXPECT_EQ(counts.release, 0u);
+    EXPECT_EQ(counts.unmap, 30u);
+    EXPECT_EQ(counts.map, 60u);
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(stats.num_ooms, 0);
+    EXPECT_EQ(stats.num_alloc_retries, 0);  // no out-of-memory ladder was needed
+    EXPECT_EQ(reserved(stats), static_cast<std::int64_t>(60 * kMiB));
+    EXPECT_EQ(sim_counters().in_use_bytes, 60 * kMiB);
+    ASSERT_EQ(cudaMemset(p, 7, 60 * kMiB), cudaSuccess);  // mapped and accessible
+    allocator.deallocate(p);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  cudaStreamDestroy(other);
+}
+
+TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
+  DeviceAllocator allocator(0, options());
+  void* p = allocator.allocate(30 * kMiB, nullptr);
+  EXPECT_EQ(calls().create, 2u);  // two 20 MiB pages, as PyTorch
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(40 * kMiB));
+  allocator.deallocate(p);
+}
+
+TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
+  DeviceAllocator allocator(0, options());
+  void* kept = allocator.allocate(1 * kMiB, nullptr);
+  allocator.deallocate(allocator.allocate(300 * kMiB, nullptr));
+  allocator.empty_cache();
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(2 * kMiB));  // kept's page
+  EXPECT_EQ(sim_counters().in_use_bytes, 2 * kMiB);
+  allocator.deallocate(kept);
+  allocator.empty_cache();
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  EXPECT_EQ(calls().create, calls().release);
+}
+
+TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {
+  ASSERT_EQ(cudasim_set_vmm_supported(0, 0), 0);
+  DeviceAllocator allocator(0, options());
+  EXPECT_FALSE(allocator.expandable());
+  void* p = allocator.allocate(3 * kMiB, nullptr);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
+  allocator.deallocate(p);
+  cudasim_set_vmm_supported(0, 1);
+}
+
+}  // namespace
+}  // namespace cudacache
