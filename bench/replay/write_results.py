@@ -327,9 +327,8 @@ Columns:
   comparing allocators on a trace, not a measurement: it leaves out the time synchronizing
   calls wait for kernels, which a replay does not run.
 - **ns / event**: `bench_replay` (Google Benchmark, manual time of the replay loop only, a fresh
-  allocator per iteration), wall-clock time per alloc or free event. `cudacache` and `pytorch`
-  run the same policy today, so the gap between their ns / event on a trace is a gauge of
-  run-to-run noise (the build machine is shared). `torch-*`: **{NOT_TIMED}**, not measured.
+  allocator per iteration), wall-clock time per alloc or free event (the build machine is
+  shared: times move with its load). `torch-*`: **{NOT_TIMED}**, not measured.
   Each of their replays is a Python process issuing `torch.empty` / `del` through the
   interpreter, so a time per event would include the interpreter's overhead per call and
   would not compare with the in-process C++ replays; bench_replay does not run them.
