@@ -10,14 +10,9 @@ namespace {
 
 using testing::reserved;
 using testing::sim_counters;
+using testing::sim_calls;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
-
-cudasim_call_counts calls() {
-  cudasim_call_counts counts{};
-  EXPECT_EQ(cudasim_get_call_counts(0, &counts), 0);
-  return counts;
-}
 
 class CudacachePolicy : public ::testing::Test {
  protected:
@@ -43,10 +38,10 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
     DeviceAllocator allocator(0, options());
     ASSERT_TRUE(allocator.expandable());
     allocator.deallocate(allocator.allocate(60 * kMiB, other));  // no room: 30 pages of 2 MiB
-    cudasim_call_counts counts = calls();
+    cudasim_call_counts counts = sim_calls();
     EXPECT_EQ(counts.create, 30u);
     void* p = allocator.allocate(60 * kMiB, nullptr);  // the same pages, moved
-    counts = calls();
+    counts = sim_calls();
     EXPECT_EQ(counts.create, 30u);
     EXPECT_EQ(counts.release, 0u);
     EXPECT_EQ(counts.unmap, 30u);
@@ -66,7 +61,7 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
 TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
   DeviceAllocator allocator(0, options());
   void* p = allocator.allocate(30 * kMiB, nullptr);
-  EXPECT_EQ(calls().create, 2u);  // two 20 MiB pages, as PyTorch
+  EXPECT_EQ(sim_calls().create, 2u);  // two 20 MiB pages, as PyTorch
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(40 * kMiB));
   allocator.deallocate(p);
 }
@@ -81,7 +76,7 @@ TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
   allocator.deallocate(kept);
   allocator.empty_cache();
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  EXPECT_EQ(calls().create, calls().release);
+  EXPECT_EQ(sim_calls().create, sim_calls().release);
 }
 
 TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {

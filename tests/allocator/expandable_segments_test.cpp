@@ -14,14 +14,9 @@ namespace {
 
 using testing::reserved;
 using testing::sim_counters;
+using testing::sim_calls;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
-
-cudasim_call_counts calls() {
-  cudasim_call_counts counts{};
-  EXPECT_EQ(cudasim_get_call_counts(0, &counts), 0);
-  return counts;
-}
 
 std::vector<HistoryEntry> entries_of(const DeviceAllocator& allocator, HistoryAction action) {
   std::vector<HistoryEntry> found;
@@ -60,7 +55,7 @@ TEST_F(ExpandableSegments, GrowsAtTheEndOfOneRangeInWholePages) {
   EXPECT_EQ(stats.num_device_alloc, 2);
   EXPECT_EQ(stats.segment[kAllPools].current, 0);  // PyTorch does not count ranges
   EXPECT_EQ(stats.inactive_split[kAllPools].current, 0);
-  const cudasim_call_counts counts = calls();
+  const cudasim_call_counts counts = sim_calls();
   EXPECT_EQ(counts.reserve, 1u);
   EXPECT_EQ(counts.create, 2u);
   EXPECT_EQ(counts.map, 2u);
@@ -88,7 +83,7 @@ TEST_F(ExpandableSegments, SmallPoolMapsTwoMiBPagesInItsOwnRange) {
   const MemoryStats stats = allocator.stats();
   EXPECT_EQ(stats.reserved_bytes[kSmallPool].current, static_cast<std::int64_t>(2 * kMiB));
   EXPECT_EQ(stats.reserved_bytes[kLargePool].current, static_cast<std::int64_t>(20 * kMiB));
-  EXPECT_EQ(calls().reserve, 2u);
+  EXPECT_EQ(sim_calls().reserve, 2u);
   EXPECT_EQ(allocator.snapshot().segments.size(), 2u);
   allocator.deallocate(small);
   allocator.deallocate(large);
@@ -97,14 +92,14 @@ TEST_F(ExpandableSegments, SmallPoolMapsTwoMiBPagesInItsOwnRange) {
 TEST_F(ExpandableSegments, FreeNeverUnmapsAndASteadyLoopMakesNoDeviceCall) {
   DeviceAllocator allocator(0, options());
   allocator.deallocate(allocator.allocate(50 * kMiB, nullptr));  // warm-up
-  const cudasim_call_counts before = calls();
+  const cudasim_call_counts before = sim_calls();
   for (int step = 0; step < 100; ++step) {
     void* a = allocator.allocate(30 * kMiB, nullptr);
     void* b = allocator.allocate(20 * kMiB, nullptr);
     allocator.deallocate(a);
     allocator.deallocate(b);
   }
-  const cudasim_call_counts after = calls();
+  const cudasim_call_counts after = sim_calls();
   EXPECT_EQ(after.create, before.create);
   EXPECT_EQ(after.map, before.map);
   EXPECT_EQ(after.unmap, 0u);
@@ -121,7 +116,7 @@ TEST_F(ExpandableSegments, EmptyCacheUnmapsOnlyWholeFreePagesAfterASynchronize) 
   // Page 0 holds the live block; pages 1 and 2 ([20, 60) MiB) were wholly free.
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
   EXPECT_EQ(sim_counters().in_use_bytes, 20 * kMiB);
-  cudasim_call_counts counts = calls();
+  cudasim_call_counts counts = sim_calls();
   EXPECT_EQ(counts.synchronize, 1u);
   EXPECT_EQ(counts.unmap, 2u);
   EXPECT_EQ(counts.release, 2u);
@@ -139,7 +134,7 @@ TEST_F(ExpandableSegments, EmptyCacheUnmapsOnlyWholeFreePagesAfterASynchronize) 
   allocator.empty_cache();
   EXPECT_EQ(reserved(allocator.stats()), 0);
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  counts = calls();
+  counts = sim_calls();
   EXPECT_EQ(counts.address_free, 1u);  // nothing mapped any more: the range is returned
   EXPECT_EQ(counts.create, counts.release);
 }
@@ -181,8 +176,8 @@ TEST_F(ExpandableSegments, FallsBackToCudaMallocSegmentsWithoutVmm) {
   EXPECT_FALSE(allocator.expandable());
   void* p = allocator.allocate(3 * kMiB, nullptr);
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
-  EXPECT_EQ(calls().malloc, 1u);
-  EXPECT_EQ(calls().create, 0u);
+  EXPECT_EQ(sim_calls().malloc, 1u);
+  EXPECT_EQ(sim_calls().create, 0u);
   EXPECT_FALSE(allocator.snapshot().segments.at(0).is_expandable);
   allocator.deallocate(p);
 }

@@ -22,6 +22,13 @@ inline cudasim_counters sim_counters(int device = 0) {
   return counters;
 }
 
+// Device calls by kind since the last cudasim_reset_counters.
+inline cudasim_call_counts sim_calls(int device = 0) {
+  cudasim_call_counts counts{};
+  EXPECT_EQ(cudasim_get_call_counts(device, &counts), 0);
+  return counts;
+}
+
 inline std::int64_t allocated(const MemoryStats& s) { return s.allocated_bytes[kAllPools].current; }
 inline std::int64_t reserved(const MemoryStats& s) { return s.reserved_bytes[kAllPools].current; }
 
