@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim_test.h"
+#include "vmm_driver.h"
 
 // Expected counts are written as designated initializers naming only the nonzero kinds.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -16,18 +17,6 @@
 namespace {
 
 constexpr size_t kGranularity = size_t{2} << 20;
-
-template <typename F>
-F driver(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  EXPECT_EQ(cudaGetDriverEntryPointByVersion(name, &fn, 13000, cudaEnableDefault, &status),
-            cudaSuccess);
-  EXPECT_EQ(status, cudaDriverEntryPointSuccess) << name;
-  return reinterpret_cast<F>(fn);
-}
-
-#define DRIVER(name) driver<decltype(&name)>(#name)
 
 // Whole structs compare as text, so a failure shows every field.
 std::string str(const cudasim_call_counts& c) {
@@ -51,20 +40,9 @@ class CallCounts : public SimTest {
 
   static std::string counted(int device) { return str(calls(device)); }
 
-  static CUmemAllocationProp prop(int device) {
-    CUmemAllocationProp p{};
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = device;
-    return p;
-  }
-
+  static CUmemAllocationProp prop(int device) { return device_memory(device); }
   static CUmemAccessDesc access(int device) {
-    CUmemAccessDesc a{};
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = device;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    return a;
+    return device_access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, device);
   }
 };
 
@@ -125,7 +103,9 @@ TEST_F(CallCounts, Synchronize) {
   ASSERT_CUDA(cudaEventSynchronize(e));  // never recorded: returns at once, still a call
   ASSERT_CUDA(cudaEventRecord(e, s));
   ASSERT_CUDA(cudaEventSynchronize(e));
-  EXPECT_EQ(DRIVER(cuCtxSynchronize)(), CUDA_SUCCESS);  // counted once, not twice
+  decltype(&cuCtxSynchronize) ctx_synchronize = nullptr;
+  ASSERT_NO_FATAL_FAILURE(load_driver_function("cuCtxSynchronize", &ctx_synchronize));
+  EXPECT_EQ(ctx_synchronize(), CUDA_SUCCESS);  // counted once, not twice
   EXPECT_EQ(counted(0), str({.synchronize = 7}));
   ASSERT_CUDA(cudaEventDestroy(e));
   ASSERT_CUDA(cudaStreamDestroy(s));
@@ -137,16 +117,10 @@ TEST_F(CallCounts, Synchronize) {
 }
 
 TEST_F(CallCounts, VmmSucceededOrFailed) {
-  const auto reserve = DRIVER(cuMemAddressReserve);
-  const auto address_free = DRIVER(cuMemAddressFree);
-  const auto create = DRIVER(cuMemCreate);
-  const auto release = DRIVER(cuMemRelease);
-  const auto map = DRIVER(cuMemMap);
-  const auto unmap = DRIVER(cuMemUnmap);
-  const auto set_access = DRIVER(cuMemSetAccess);
-  const auto granularity = DRIVER(cuMemGetAllocationGranularity);
-  ASSERT_TRUE(reserve && address_free && create && release && map && unmap && set_access &&
-              granularity);
+  VmmDriver d;
+  ASSERT_NO_FATAL_FAILURE(load_vmm_driver(&d));
+  [[maybe_unused]] const auto& [reserve, address_free, create, release, map, unmap, set_access,
+                                granularity, attribute] = d;
   const CUmemAllocationProp p = prop(0);
   size_t g = 0;
   ASSERT_EQ(granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);  // not counted
@@ -210,14 +184,10 @@ TEST_F(CallCounts, EachCallCountsOnItsDevice) {
 
   ASSERT_EQ(cudasim_reset_counters(0), 0);
   ASSERT_EQ(cudasim_reset_counters(1), 0);
-  const auto reserve = DRIVER(cuMemAddressReserve);
-  const auto address_free = DRIVER(cuMemAddressFree);
-  const auto create = DRIVER(cuMemCreate);
-  const auto release = DRIVER(cuMemRelease);
-  const auto map = DRIVER(cuMemMap);
-  const auto unmap = DRIVER(cuMemUnmap);
-  const auto set_access = DRIVER(cuMemSetAccess);
-  ASSERT_TRUE(reserve && address_free && create && release && map && unmap && set_access);
+  VmmDriver d;
+  ASSERT_NO_FATAL_FAILURE(load_vmm_driver(&d));
+  [[maybe_unused]] const auto& [reserve, address_free, create, release, map, unmap, set_access,
+                                granularity, attribute] = d;
   CUdeviceptr base = 0;
   ASSERT_EQ(reserve(&base, 2 * kGranularity, 0, 0, 0), CUDA_SUCCESS);  // 0: current device
   const CUmemAllocationProp on1 = prop(1);

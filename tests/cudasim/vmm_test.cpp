@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "sim_test.h"
+#include "vmm_driver.h"
 
 // Under ASan or TSan, let a SIGSEGV kill the process so that the death tests can see it.
 extern "C" const char* __asan_default_options() { return "handle_segv=0"; }
@@ -17,62 +18,20 @@ namespace {
 
 constexpr size_t kGranularity = size_t{2} << 20;
 
-struct Driver {
-  decltype(&cuMemAddressReserve) reserve;
-  decltype(&cuMemAddressFree) address_free;
-  decltype(&cuMemCreate) create;
-  decltype(&cuMemRelease) release;
-  decltype(&cuMemMap) map;
-  decltype(&cuMemUnmap) unmap;
-  decltype(&cuMemSetAccess) set_access;
-  decltype(&cuMemGetAllocationGranularity) granularity;
-  decltype(&cuDeviceGetAttribute) attribute;
-};
-
-template <typename F>
-void load(const char* name, F* out) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  ASSERT_EQ(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status),
-            cudaSuccess);
-  ASSERT_EQ(status, cudaDriverEntryPointSuccess) << name;
-  ASSERT_NE(fn, nullptr) << name;
-  *out = reinterpret_cast<F>(fn);
-}
-
 class Vmm : public SimTest {
  protected:
   void SetUp() override {
     SimTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    load("cuMemAddressReserve", &d.reserve);
-    load("cuMemAddressFree", &d.address_free);
-    load("cuMemCreate", &d.create);
-    load("cuMemRelease", &d.release);
-    load("cuMemMap", &d.map);
-    load("cuMemUnmap", &d.unmap);
-    load("cuMemSetAccess", &d.set_access);
-    load("cuMemGetAllocationGranularity", &d.granularity);
-    load("cuDeviceGetAttribute", &d.attribute);
+    load_vmm_driver(&d);
   }
 
-  static CUmemAllocationProp prop(int device = 0) {
-    CUmemAllocationProp p{};
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = device;
-    return p;
-  }
-
+  static CUmemAllocationProp prop(int device = 0) { return device_memory(device); }
   static CUmemAccessDesc access(CUmemAccess_flags flags, int device = 0) {
-    CUmemAccessDesc a{};
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = device;
-    a.flags = flags;
-    return a;
+    return device_access(flags, device);
   }
 
-  Driver d{};
+  VmmDriver d{};
 };
 
 TEST_F(Vmm, Granularity) {
