@@ -37,7 +37,7 @@ class DeviceAllocator {
  public:
   // `hooks` is shared with other allocators (the C API's process-wide list); null = own list.
   // `backend` obtains and returns device memory (segment_backend.h); null =
-  // make_segment_backend(device, options.expandable_segments.enabled).
+  // make_segment_backend(device, options.wants_pages()).
   DeviceAllocator(int device, const Options& options, std::shared_ptr<RetryHooks> hooks = nullptr,
                   std::unique_ptr<SegmentBackend> backend = nullptr);
   // Waits for pending stream events and returns every segment to CUDA, live blocks included.
