@@ -663,7 +663,23 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
   report.fragmentation =
       fragmentation(report.reserved_bytes, report.allocated_bytes, report.largest_free_cached_block);
   report.fraction_cap_hit = request.fraction_cap_hit;
+  report.pages = expandable_;
+  if (expandable_) report.free_in_partial_pages_bytes = free_in_partial_pages();
   return report;
+}
+
+std::size_t DeviceAllocator::free_in_partial_pages() const {
+  std::size_t bytes = 0;
+  for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
+    for (const Block* block : pool->free_blocks()) {
+      bytes += block->size;
+      for (const auto& [address, page] :
+           block->segment->expandable->pages_inside(block->address, block->size)) {
+        bytes -= page.size;
+      }
+    }
+  }
+  return bytes;
 }
 
 OomContext DeviceAllocator::make_context(const Request& request, int round) const {

@@ -15,7 +15,7 @@
 // that outlives its mapping: whole free pages elsewhere (any stream's range, any pool) can be
 // unmapped and mapped again where memory is needed, with no cuMemRelease/cuMemCreate and no
 // data moved (an unmap and a map: about 27 us published, against 193 us for a create).
-// - While the device has room (a growth leaves kRoomQuarters/4 of it free), pages are created
+// - While the device has room (a growth leaves kRoomFree32nds/32 of it free), pages are created
 //   20 MiB at a time in the large pool, as PyTorch does, so a growing program makes no more
 //   device calls than PyTorch; pages are moved only when creating would hold more than
 //   kHeldPerMille of the most the program ever had in use, and only pages at least as large
@@ -41,8 +41,11 @@ namespace {
 std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(value); }
 
 // See Note [Moving pages]. The device has room while a growth leaves at least
-// kRoomQuarters / 4 of it free (of the per_process_memory_fraction cap, if lower).
-constexpr std::size_t kRoomQuarters = 3;
+// kRoomFree32nds / 32 of it free (of the per_process_memory_fraction cap, if lower). Large
+// pages made while there is room can later hold free memory that cannot move (a page shared
+// with allocated blocks), so the room ends early: a program filling the device then has at most
+// 5/32 of it in large pages.
+constexpr std::size_t kRoomFree32nds = 27;
 // With room, pages are created while that keeps what is held within 1.08 x the most the
 // program ever used at once (peak active bytes); beyond it they are moved.
 constexpr std::size_t kHeldPerMille = 1080;
@@ -171,7 +174,8 @@ bool DeviceAllocator::map_block(Block* block, std::size_t size) {
     if (error == cudaErrorMemoryAllocation) return false;
     if (error != cudaSuccess) fail_device_call(device_, "mapping pages", error);
   } else {
-    const bool room = device_has_room(size);
+    // Room is judged for what a large page would map, so that a small device gets small pages.
+    const bool room = device_has_room(round_up(size, kLargePage));
     const std::size_t page = growth_page(block->segment->pool, room);
     const std::size_t need = std::min(block->size, round_up(size, page));
     std::vector<Page> pages;
@@ -207,7 +211,7 @@ bool DeviceAllocator::device_has_room(std::size_t bytes) const {
   std::size_t total_bytes = 0;
   if (device_api::memory_info(device_, &free_bytes, &total_bytes) != cudaSuccess) return false;
   const std::size_t limit = std::min(total_bytes, allowed_maximum_);
-  const std::size_t headroom = limit / 4 * kRoomQuarters;
+  const std::size_t headroom = limit / 32 * kRoomFree32nds;
   const std::size_t available = std::min(free_bytes, limit - std::min(limit, reserved_total_));
   return available >= bytes + headroom;
 }

@@ -45,6 +45,11 @@ std::string describe_oom(const OomReport& r, const Options& options) {
                      format_size(r.largest_free_cached_block) + ", fragmentation " +
                      fragmentation_text +
                      " (1 - largest free cached block / reserved but unallocated).";
+  if (r.pages) {
+    text += " Reserved memory is mapped pages; " + format_size(r.free_in_partial_pages_bytes) +
+            " of the free memory lies in pages that also hold allocated memory, so it can be "
+            "neither unmapped nor moved to where the request needs it.";
+  }
   if (r.fraction_cap_hit) {
     text += " The per_process_memory_fraction cap (" +
             options.per_process_memory_fraction.to_string() + " of the device) was reached.";
@@ -54,6 +59,9 @@ std::string describe_oom(const OomReport& r, const Options& options) {
     text += " The request is larger than the whole device: no setting can satisfy it.";
   } else if (r.fraction_cap_hit) {
     text += " Raise per_process_memory_fraction, or free memory.";
+  } else if (r.pages) {  // max_split_size and empty_cache cannot free partial pages
+    text += " Free tensors you no longer need (the pages they free can be moved), reduce the "
+            "batch size, or register a retry hook that releases memory.";
   } else if (r.reserved_unallocated_bytes >= r.requested_bytes) {
     text += " Reserved but unallocated memory is large enough for the request but not "
             "contiguous: CUDACACHE_CONF=expandable_segments:True avoids this fragmentation; "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates bench/RESULTS.md: memory and device-call figures (calls by kind and their
 # estimated cost on a GPU) of every allocator on every real trace (cudacache-replay
-# --min-capacity --json) and their time per event (bench_replay: the in-process allocators,
+# --min-capacity --json), the same on a device of 1.02 x each trace's peak (--capacity-factor:
+# who completes, at what cost in calls) and their time per event (bench_replay: the in-process allocators,
 # pytorch-expandable included), both from a Release build on cudasim, merged into Markdown by
 # bench/replay/write_results.py.
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
@@ -37,12 +38,18 @@ fi
 cmake --preset release >/dev/null
 cmake --build --preset release --target "${targets[@]}"
 
+# The table under pressure: every trace on a device just above its peak of requested bytes.
+pressure_factor=1.02
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "results.sh: cudacache-replay --min-capacity --allocators $allocators on $traces" >&2
 build/release/tools/replay/cudacache-replay --min-capacity --allocators "$allocators" \
   --json "$work/replay.json" "$traces"/*.csv >/dev/null
+
+echo "results.sh: cudacache-replay --capacity-factor $pressure_factor (under pressure)" >&2
+build/release/tools/replay/cudacache-replay --capacity-factor "$pressure_factor" \
+  --allocators "$allocators" --json "$work/pressure.json" "$traces"/*.csv >/dev/null
 
 echo "results.sh: bench_replay" >&2
 build/release/bench/replay/bench_replay --traces="$traces" \
@@ -55,6 +62,7 @@ python3 bench/replay/write_results.py \
   --replay-json "$work/replay.json" --bench-json "$work/bench.json" --traces "$traces" \
   --command "bench/results.sh" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
   --machine "$cpu, $(nproc) cores (nproc)" "${torch_missing[@]}" \
+  --pressure-json "$work/pressure.json" --pressure-factor "$pressure_factor" \
   --previous bench/RESULTS.md >"$work/RESULTS.md"
 mv "$work/RESULTS.md" bench/RESULTS.md
 echo "results.sh: wrote bench/RESULTS.md" >&2

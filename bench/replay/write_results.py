@@ -37,6 +37,11 @@ def parse_arguments():
     parser.add_argument("--machine", required=True, help="CPU model and core count")
     parser.add_argument("--traces", required=True, help="the traces folder (for NAME.meta.json)")
     parser.add_argument("--previous", help="the RESULTS.md being replaced")
+    parser.add_argument("--pressure-json",
+                        help="cudacache-replay --capacity-factor --json output: the table of "
+                             "allocators under pressure")
+    parser.add_argument("--pressure-factor", type=float,
+                        help="the --capacity-factor of --pressure-json")
     parser.add_argument("--torch-missing", metavar="REASON",
                         help="why torch-native and torch-expandable were not run")
     return parser.parse_args()
@@ -179,6 +184,48 @@ def table_rows(replay, runs, traces_dir):
     return rows, call_rows, per_allocator
 
 
+def pressure_rows(pressure):
+    """One row per (trace, allocator) of the replay on a device just above the trace's peak:
+    whether it completed, its device calls by kind and their estimated time."""
+    rows = []
+    for trace in pressure["traces"]:
+        for index, result in enumerate(trace["results"]):
+            first = index == 0
+            if result["oom"]:
+                outcome = f"OOM at event {result['oom_event_index'] + 1}/{trace['events']}"
+            else:
+                outcome = "completes"
+            by_kind = result.get("device_calls")
+            calls = total_calls(result)
+            rows.append(
+                [f"`{trace['name']}`" if first else "",
+                 format_bytes(result["capacity_bytes"]) if first else "",
+                 result["allocator"], outcome] +
+                [str(by_kind[kind]) if by_kind is not None else "-" for kind in CALL_KINDS] +
+                ["-" if calls is None else str(calls),
+                 format_ms(result.get("estimated_device_call_seconds"))])
+    return rows
+
+
+def pressure_section(path, factor):
+    if path is None:
+        return ""
+    with open(path, encoding="utf-8") as f:
+        pressure = json.load(f)
+    return f"""## Under pressure: a device of {factor:g} x peak requested
+
+Each trace replayed once on a device of {factor:g} x its peak requested bytes, rounded up to
+2 MiB (`cudacache-replay --capacity-factor {factor:g}`): which allocators complete, and the
+device calls each made (failed ones included, up to the out-of-memory error where there is
+one) with their estimated time on a GPU.
+
+{markdown_table(
+    ["trace", "device", "allocator", "outcome", *CALL_KINDS, "total", "est. time (ms)"],
+    pressure_rows(pressure), ["---", "---:", "---", "---"] + ["---:"] * (len(CALL_KINDS) + 2))}
+
+"""
+
+
 def markdown_table(header, rows, align):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -257,6 +304,8 @@ With PyTorch installed (`pip install -r requirements-torch.txt`), results.sh add
 
 def main():
     args = parse_arguments()
+    if (args.pressure_json is None) != (args.pressure_factor is None):
+        sys.exit("write_results.py: --pressure-json and --pressure-factor go together")
     with open(args.replay_json, encoding="utf-8") as f:
         replay = json.load(f)
     with open(args.bench_json, encoding="utf-8") as f:
@@ -369,7 +418,7 @@ Device calls by kind, summed over the {traces} traces:
     ["allocator", *CALL_KINDS, "total", "est. time (ms)"],
     summary_call_rows(per_allocator, traces), ["---"] + ["---:"] * (len(CALL_KINDS) + 2))}
 
-{written_by_hand(args.previous)}""")
+{pressure_section(args.pressure_json, args.pressure_factor)}{written_by_hand(args.previous)}""")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,10 @@ struct OomReport {
   std::size_t largest_free_cached_block = 0;
   double fragmentation = 0.0;
   bool fraction_cap_hit = false;  // per_process_memory_fraction refused the segment
+  // Pages (expandable segments, cudacache's policy): reserved_bytes are the mapped pages, and
+  // free bytes in pages that also hold allocated memory can be neither unmapped nor moved.
+  bool pages = false;
+  std::size_t free_in_partial_pages_bytes = 0;
 };
 
 class CUDACACHE_API OutOfMemoryError : public std::bad_alloc {

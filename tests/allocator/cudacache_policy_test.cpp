@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace cudacache {
 namespace {
 
@@ -77,6 +79,38 @@ TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
   allocator.empty_cache();
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
   EXPECT_EQ(sim_calls().create, sim_calls().release);
+}
+
+TEST_F(CudacachePolicy, ASmallDeviceGetsSmallPages) {
+  ASSERT_EQ(cudasim_set_capacity(0, 12 * kMiB), 0);  // a 20 MiB page would not fit
+  DeviceAllocator allocator(0, options());
+  void* p = allocator.allocate(3 * kMiB, nullptr);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(4 * kMiB));
+  EXPECT_EQ(allocator.stats().num_alloc_retries, 0);
+  allocator.deallocate(p);
+}
+
+TEST_F(CudacachePolicy, OutOfMemoryReportsFreeMemoryInPartialPages) {
+  ASSERT_EQ(cudasim_set_capacity(0, 12 * kMiB), 0);
+  constexpr std::size_t kBlock = 3 * kMiB / 2;  // large pool, never a whole page
+  DeviceAllocator allocator(0, options());
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(allocator.allocate(kBlock, nullptr));
+  for (int i = 1; i < 8; i += 2) allocator.deallocate(blocks[i]);  // 6 MiB free, no whole page
+  try {
+    allocator.allocate(4 * kMiB, nullptr);
+    ADD_FAILURE() << "expected an out-of-memory error";
+  } catch (const OutOfMemoryError& error) {
+    EXPECT_TRUE(error.report().pages);
+    EXPECT_EQ(error.report().reserved_bytes, 12 * kMiB);
+    EXPECT_EQ(error.report().free_in_partial_pages_bytes, 6 * kMiB);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("6.00 MiB of the free memory lies in pages that also hold allocated"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("max_split_size_mb"), std::string::npos) << message;
+  }
+  for (int i = 0; i < 8; i += 2) allocator.deallocate(blocks[i]);
 }
 
 TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -275,6 +276,23 @@ TEST_F(Cli, CapacityCausesAnOomThatIsReportedNotFatal) {
   EXPECT_TRUE(result.at("oom").boolean);
   EXPECT_EQ(result.at("oom_event_index").number, 1);
   EXPECT_EQ(result.at("capacity_bytes").number, 3 << 20);
+}
+
+TEST_F(Cli, CapacityFactorScalesEachTracesPeakToWholeSteps) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache --capacity-factor 1.3 --json " +
+                               path("out.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Json trace = JsonReader(read_file_bytes(path("out.json"))).read().at("traces").array.at(0);
+  const double peak = trace.at("peak_requested_bytes").number;
+  const double step = 2 << 20;
+  const double expected = std::ceil(peak * 1.3 / step) * step;
+  EXPECT_EQ(trace.at("results").array.at(0).at("capacity_bytes").number, expected);
+  EXPECT_EQ(run_tool("--capacity-factor 0 " + csv).exit_code, 2);
+  EXPECT_EQ(run_tool("--capacity-factor nan " + csv).exit_code, 2);
+  const ToolRun both = run_tool("--capacity 1GiB --capacity-factor 1.02 " + csv);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.output.find("exclude each other"), std::string::npos) << both.output;
 }
 
 TEST_F(Cli, ConvertsASnapshotAndReplaysPicklesDirectly) {

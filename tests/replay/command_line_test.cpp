@@ -20,6 +20,15 @@ TEST(CommandLine, Defaults) {
   EXPECT_FALSE(line.min_capacity);
 }
 
+TEST(CommandLine, CapacityFactorIsAPositiveNumber) {
+  EXPECT_DOUBLE_EQ(*parse({"--capacity-factor", "1.02"}).capacity_factor, 1.02);
+  EXPECT_FALSE(parse({}).capacity_factor);
+  for (const char* bad : {"0", "-1", "abc", "1.5x", "inf", "nan", ""}) {
+    EXPECT_THROW(parse({"--capacity-factor", bad}), UsageError) << bad;
+  }
+  EXPECT_THROW(parse({"--capacity", "1GiB", "--capacity-factor", "2"}), UsageError);
+}
+
 TEST(CommandLine, CudacacheConfigsKeepTheirCommas) {
   if (!cudacache_adapter_built()) GTEST_SKIP() << "built without the cudacache adapter";
   const CommandLine line =

@@ -44,7 +44,7 @@ def bench_run(trace_name, allocator, ns, **counters):
             "ns_per_event": ns, **counters}
 
 
-def write_results(directory, replay, bench, previous=None):
+def write_results(directory, replay, bench, previous=None, pressure=None):
     """Runs write_results.py; returns the CompletedProcess (stdout: the Markdown)."""
     directory = pathlib.Path(directory)
     (directory / "replay.json").write_text(json.dumps(replay))
@@ -57,6 +57,10 @@ def write_results(directory, replay, bench, previous=None):
     if previous is not None:
         (directory / "previous.md").write_text(previous)
         arguments += ["--previous", str(directory / "previous.md")]
+    if pressure is not None:
+        (directory / "pressure.json").write_text(json.dumps(pressure))
+        arguments += ["--pressure-json", str(directory / "pressure.json"),
+                      "--pressure-factor", "1.02"]
     return subprocess.run(arguments, capture_output=True, text=True, timeout=60)
 
 
@@ -100,9 +104,9 @@ class WriteResultsFromJson(unittest.TestCase):
                           bench_run("beta", "cub", 700, device_calls=9, device_mallocs_frees=8),
                       ]}
 
-    def render(self, previous=None):
+    def render(self, previous=None, pressure=None):
         with tempfile.TemporaryDirectory() as directory:
-            completed = write_results(directory, self.replay, self.bench, previous)
+            completed = write_results(directory, self.replay, self.bench, previous, pressure)
         self.assertEqual(completed.returncode, 0, completed.stderr)
         return completed.stdout
 
@@ -114,6 +118,21 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertEqual(row[4:], ["nocache", "1.000", "1.000", "10", "1.2", "900"])
         row = table_row(per_trace, ["", "", "", "", "cub"])
         self.assertEqual(row[7:], ["3", "0.476", "600"])  # alpha's cub
+
+    def test_pressure_table_shows_outcomes_and_calls(self):
+        oom = result("cub", calls(malloc=3, free=1), 0.0006, 3, 1)
+        oom.update(oom=True, oom_event_index=2, capacity_bytes=4 << 20)
+        done = result("nocache", calls(malloc=2, free=2), 0.00048952, 2, 2)
+        done["capacity_bytes"] = 4 << 20
+        markdown = self.render(pressure={"traces": [trace("alpha", [done, oom])]})
+        self.assertNotIn("## Under pressure", self.render())
+        pressure = section(markdown, "## Under pressure: a device of 1.02 x peak requested")
+        self.assertEqual(table_row(pressure, ["`alpha`"])[1:4],
+                         ["4.00 MiB", "nocache", "completes"])
+        row = table_row(pressure, ["", "", "cub"])
+        self.assertEqual(row[3], "OOM at event 3/4")
+        self.assertEqual(row[4:6], ["3", "1"])  # malloc, free
+        self.assertEqual(row[-2:], ["4", "0.600"])
 
     def test_device_calls_by_kind_per_trace(self):
         by_kind = section(self.render(), "## Device calls by kind")

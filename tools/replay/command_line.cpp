@@ -1,6 +1,7 @@
 #include "command_line.h"
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <string_view>
 
@@ -97,6 +98,8 @@ std::string usage_text() {
       ")\n"
       "  --capacity SIZE     simulated device size, e.g. 24GiB (default: max(80 GiB, 8 x the\n"
       "                      trace's peak requested bytes), large enough never to refuse)\n"
+      "  --capacity-factor F each trace's device is F x its peak requested bytes, rounded up\n"
+      "                      to 2 MiB, e.g. 1.02 to compare allocators under pressure\n"
       "  --min-capacity      also find, per allocator, the smallest device (2 MiB steps) on\n"
       "                      which the whole trace completes, by bisection\n"
       "  --json FILE         write every figure as JSON\n"
@@ -156,6 +159,16 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     } else if (arg == "--capacity") {
       line.capacity_bytes = parse_byte_size(value_of(i, arg));
       if (*line.capacity_bytes == 0) throw UsageError("--capacity must be above 0");
+    } else if (arg == "--capacity-factor") {
+      const std::string text = value_of(i, arg);
+      double factor = 0.0;
+      auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), factor);
+      if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(factor) ||
+          factor <= 0.0 || factor > 1e6) {
+        throw UsageError("--capacity-factor needs a number above 0 (e.g. 1.02), got '" + text +
+                         "'");
+      }
+      line.capacity_factor = factor;
     } else if (arg == "--min-capacity") {
       line.min_capacity = true;
     } else if (arg == "--json") {
@@ -181,6 +194,9 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     }
   }
   if (line.allocators.empty()) line.allocators = default_allocator_names();
+  if (line.capacity_bytes && line.capacity_factor) {
+    throw UsageError("--capacity and --capacity-factor exclude each other");
+  }
   if (line.output_path && !line.convert_path) throw UsageError("-o is the output of --convert");
   if (line.convert_path) {
     if (!line.output_path) throw UsageError("--convert needs -o OUT.csv");

@@ -19,6 +19,9 @@ struct CommandLine {
   std::vector<std::string> traces;  // CSV or pickle paths
   std::vector<std::string> allocators;
   std::optional<std::uint64_t> capacity_bytes;
+  // --capacity-factor F: each trace's device is F x its peak requested bytes, rounded up to
+  // the capacity resolution (2 MiB); exclusive with --capacity.
+  std::optional<double> capacity_factor;
   bool min_capacity = false;
   std::optional<std::string> json_path;
   std::optional<std::string> convert_path;    // --convert PICKLE

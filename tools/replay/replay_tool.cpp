@@ -1,6 +1,7 @@
 #include "replay_tool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,15 @@ std::uint64_t default_capacity(const Trace& trace) {
   return std::max(kDefaultCapacityFloor, scaled);
 }
 
+// F x the trace's peak requested bytes, rounded up to whole capacity steps (at least one).
+std::uint64_t scaled_capacity(const Trace& trace, double factor) {
+  const std::uint64_t step = kCapacityResolution;
+  const double bytes = std::ceil(static_cast<double>(trace.peak_requested_bytes) * factor);
+  if (bytes >= 0x1p63) throw UsageError("--capacity-factor: the device would exceed 2^63 bytes");
+  const auto rounded = (static_cast<std::uint64_t>(bytes) + step - 1) / step * step;
+  return std::max(step, rounded);
+}
+
 bool has_pickle_name(const std::string& path) {
   return path.ends_with(".pickle") || path.ends_with(".pkl");
 }
@@ -59,6 +69,10 @@ void check_simulator_options(const CommandLine& line) {
     throw UsageError(
         "--capacity needs the simulated runtime (cudasim): a real GPU cannot be resized");
   }
+  if (line.capacity_factor) {
+    throw UsageError(
+        "--capacity-factor needs the simulated runtime (cudasim): a real GPU cannot be resized");
+  }
   if (line.min_capacity) {
     throw UsageError(
         "--min-capacity needs the simulated runtime (cudasim): a real GPU cannot be shrunk");
@@ -69,6 +83,7 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
   TraceReport report = TraceReport::describe(trace);
   report.min_capacity_searched = line.min_capacity;
   std::optional<std::uint64_t> capacity = line.capacity_bytes;
+  if (line.capacity_factor) capacity = scaled_capacity(trace, *line.capacity_factor);
   if (!capacity && running_on_simulator()) capacity = default_capacity(trace);
   for (const std::string& allocator : line.allocators) {
     const std::string label = trace.name + ": " + allocator;
@@ -84,7 +99,7 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
     if (line.min_capacity) {
       std::size_t round = 0;
       MinCapacity found = find_min_capacity(
-          trace, allocator, line.capacity_bytes.value_or(default_capacity(trace)),
+          trace, allocator, capacity.value_or(default_capacity(trace)),
           [&](std::size_t done, std::size_t total) {
             if (done == 0) ++round;
             bar.update(label + " min capacity #" + std::to_string(round), done, total);
