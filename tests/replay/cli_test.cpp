@@ -380,6 +380,10 @@ TEST_F(Cli, RealGpuRefusesCapacityOptions) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("--capacity needs the simulated runtime (cudasim)"), std::string::npos)
       << run.output;
+  run = run_tool("--real-gpu --capacity-factor 1.02 " + csv, "env -u LD_LIBRARY_PATH");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--capacity-factor needs the simulated runtime"), std::string::npos)
+      << run.output;
   run = run_tool("--real-gpu --min-capacity " + csv, "env -u LD_LIBRARY_PATH");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("--min-capacity needs the simulated runtime"), std::string::npos)
