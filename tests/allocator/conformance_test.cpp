@@ -8,11 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cudacache {
@@ -168,12 +173,15 @@ TEST(Scenario, SeveralAllocatorsShareOneDeviceIndependently) {
 // pending block shows as a changed byte (or, on cudasim, as a fault on unmapped memory).
 class ContentChecker {
  public:
+  explicit ContentChecker(int device = 0) : device_(device) {}
   void fill(void* p, std::size_t size, std::uint8_t value) {
+    ASSERT_EQ(cudaSetDevice(device_), cudaSuccess);
     ASSERT_EQ(cudaMemset(p, value, size), cudaSuccess);
     blocks_[p] = {size, value};
   }
   void forget(void* p) { blocks_.erase(p); }
   void expect_intact() const {
+    ASSERT_EQ(cudaSetDevice(device_), cudaSuccess);
     for (const auto& [p, block] : blocks_) {
       const auto* base = static_cast<const std::uint8_t*>(p);
       for (std::size_t offset : {std::size_t{0}, block.size / 2, block.size - 1}) {
@@ -189,6 +197,7 @@ class ContentChecker {
     std::size_t size;
     std::uint8_t value;
   };
+  int device_ = 0;
   std::map<void*, Pattern> blocks_;
 };
 
@@ -262,6 +271,142 @@ void run_random_sequence(const std::string& config, unsigned seed, int steps) {
 TEST_P(Conformance, RandomSequencesUnderPressureKeepAccountingAndContents) {
   run_random_sequence(GetParam(), static_cast<unsigned>(std::hash<std::string>{}(GetParam())),
                       3000);
+}
+
+// Holds streams for a while, as a busy GPU does: a stream held longer than `hold_for` is
+// released by a background thread, so that anything that waits for it (event synchronizes,
+// the stream synchronize before an unmap) waits, then goes on.
+class StreamHolder {
+ public:
+  explicit StreamHolder(std::chrono::milliseconds hold_for) : hold_for_(hold_for) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~StreamHolder() {
+    stop_ = true;
+    thread_.join();
+    for (const auto& [stream, since] : held_) cudasim_release_stream(stream);
+  }
+  void hold(cudaStream_t stream) {
+    std::lock_guard lock(mutex_);
+    if (held_.emplace(stream, std::chrono::steady_clock::now()).second) {
+      EXPECT_EQ(cudasim_hold_stream(stream), 0);
+    }
+  }
+
+ private:
+  void run() {
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard lock(mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = held_.begin(); it != held_.end();) {
+        if (now - it->second < hold_for_) {
+          ++it;
+          continue;
+        }
+        cudasim_release_stream(it->first);
+        it = held_.erase(it);
+      }
+    }
+  }
+  const std::chrono::milliseconds hold_for_;
+  std::mutex mutex_;
+  std::map<cudaStream_t, std::chrono::steady_clock::time_point> held_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Random sequences on two small devices at once, with several streams per device,
+// record_stream and streams held busy: after every step, on both devices, no live block lost a
+// byte, the allocator's invariants hold and its reserved bytes equal what cudasim has handed
+// out.
+TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAccounting) {
+  constexpr int kDevices = 2;
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < kDevices) GTEST_SKIP() << "needs CUDASIM_DEVICES=2";
+  const Options options(GetParam());
+  std::array<std::size_t, kDevices> capacity{};
+  std::array<std::array<cudaStream_t, 3>, kDevices> streams{};
+  for (int device = 0; device < kDevices; ++device) {
+    capacity[device] = cudasim_get_capacity(device);
+    ASSERT_EQ(cudasim_set_capacity(device, 128 * kMiB), 0);
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    for (int i = 1; i < 3; ++i) {
+      ASSERT_EQ(cudaStreamCreateWithFlags(&streams[device][i], cudaStreamNonBlocking),
+                cudaSuccess);
+    }
+  }
+  {
+    StreamHolder holder(std::chrono::milliseconds(2));
+    std::vector<std::unique_ptr<DeviceAllocator>> allocators;
+    std::vector<std::map<std::uintptr_t, std::size_t>> live(kDevices);
+    std::vector<std::vector<void*>> order(kDevices);
+    std::vector<ContentChecker> contents{ContentChecker(0), ContentChecker(1)};
+    for (int device = 0; device < kDevices; ++device) {
+      allocators.push_back(std::make_unique<DeviceAllocator>(device, options));
+    }
+    std::mt19937_64 random(std::hash<std::string>{}(GetParam()) + 7);
+    int ooms = 0;
+    for (int step = 0; step < 1500; ++step) {
+      const int device = static_cast<int>(random() % kDevices);
+      DeviceAllocator& allocator = *allocators[device];
+      const auto& device_streams = streams[device];
+      const auto op = random() % 100;
+      if (op < 50 && order[device].size() < 50) {
+        const double log_size = std::uniform_real_distribution<double>(0.0, 26.0)(random);
+        const auto size = static_cast<std::size_t>(std::exp2(log_size));
+        try {
+          void* p = allocator.allocate(size, device_streams[random() % 3]);
+          ASSERT_NE(p, nullptr);
+          live[device].emplace(reinterpret_cast<std::uintptr_t>(p),
+                               round_size(size, options.roundup_power2_divisions));
+          order[device].push_back(p);
+          contents[device].fill(p, size, static_cast<std::uint8_t>(step));
+        } catch (const OutOfMemoryError&) {
+          ++ooms;
+        }
+      } else if (op < 90 && !order[device].empty()) {
+        const std::size_t index = random() % order[device].size();
+        void* p = order[device][index];
+        if (random() % 3 == 0) allocator.record_stream(p, device_streams[1 + random() % 2]);
+        order[device].erase(order[device].begin() + static_cast<std::ptrdiff_t>(index));
+        live[device].erase(reinterpret_cast<std::uintptr_t>(p));
+        contents[device].forget(p);
+        allocator.deallocate(p);
+      } else if (op < 96) {
+        holder.hold(device_streams[1 + random() % 2]);  // its pending frees stay pending
+      } else if (op < 98) {
+        allocator.empty_cache();
+      } else {
+        allocator.reset_peak_stats();
+      }
+      for (int d = 0; d < kDevices; ++d) {
+        expect_invariants(*allocators[d], live[d]);
+        contents[d].expect_intact();
+        EXPECT_EQ(static_cast<std::uint64_t>(reserved(allocators[d]->stats())),
+                  sim_counters(d).in_use_bytes)
+            << "device " << d;
+      }
+      if (::testing::Test::HasFailure()) {
+        ADD_FAILURE() << "first failure at step " << step;
+        break;
+      }
+    }
+    EXPECT_GT(ooms, 0) << "the devices were never full: no pressure";
+    for (int device = 0; device < kDevices; ++device) {
+      for (void* p : order[device]) allocators[device]->deallocate(p);
+      allocators[device]->empty_cache();
+      EXPECT_EQ(reserved(allocators[device]->stats()), 0);
+    }
+  }
+  for (int device = 0; device < kDevices; ++device) {
+    EXPECT_EQ(sim_counters(device).in_use_bytes, 0u);
+    ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+    for (int i = 1; i < 3; ++i) cudaStreamDestroy(streams[device][i]);
+    cudasim_set_capacity(device, capacity[device]);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
 // Each configuration with the name its tests carry.
