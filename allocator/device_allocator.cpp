@@ -171,6 +171,15 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
 }
 
 Block* DeviceAllocator::find_or_create_block(Request& request) {
+  // Pages unmapped for this request (moved, or released by the ladder) and not mapped go back
+  // to the device when the search ends, however it ends.
+  struct ReleaseMovedPages {
+    DeviceAllocator& allocator;
+    ~ReleaseMovedPages() {
+      release_pages(*allocator.backend_, allocator.moved_pages_);
+      allocator.moved_pages_.clear();
+    }
+  } release_moved_pages{*this};
   BlockPool& pool = *request.pool;
   const std::size_t max_split = options_.max_split_size();
   if (Block* block = pool.take_best_fit(request.stream, request.size, max_split, expandable_)) {
@@ -184,7 +193,7 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
   if (release_oversize_blocks(request)) {
     if (Block* block = grow(request, false)) return block;
   }
-  release_cached_blocks();
+  release_cached_blocks(/*keep_pages=*/moves_pages_);
   if (Block* block = grow(request, true)) return block;
   // Note [Search after release]
   return pool.take_best_fit(request.stream, request.size, max_split, expandable_);
@@ -286,7 +295,7 @@ bool DeviceAllocator::release_oversize_blocks(const Request& request) {
   return total >= key.size;
 }
 
-void DeviceAllocator::release_cached_blocks() {
+void DeviceAllocator::release_cached_blocks(bool keep_pages) {
   if (events_.pending() != 0) {
     const cudaError_t error = events_.synchronize_all([this](Block* block) { free_block(block); });
     if (error != cudaSuccess) {
@@ -295,6 +304,7 @@ void DeviceAllocator::release_cached_blocks() {
     }
   }
   stats_.values().num_sync_all_streams += 1;
+  std::vector<Page> kept;
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
     // Expandable: every free block gives back the whole pages inside it.
     std::vector<Block*> victims;
@@ -306,10 +316,13 @@ void DeviceAllocator::release_cached_blocks() {
         release_segment(block);
         continue;
       }
-      Block* unmapped = unmap_block(block);
+      Block* unmapped = unmap_block(block, keep_pages ? &kept : nullptr);
       if (unmapped != nullptr && !unmapped->is_split()) release_expandable_segment(unmapped);
     }
   }
+  std::vector<Page> released;
+  for (const Page& page : kept) (page.size <= kSmallPage ? moved_pages_ : released).push_back(page);
+  release_pages(*backend_, released);
 }
 
 void DeviceAllocator::garbage_collect() {

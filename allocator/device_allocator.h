@@ -102,8 +102,8 @@ class DeviceAllocator {
   // moved_pages_ for the chain from `candidate` (when moving pays), ...
   void gather_pages(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
   // ... then takes `need` bytes of pages (together no larger than `limit`), from moved_pages_
-  // first, created as pages of `page_size` for the rest; false when the device is full
-  // (*pages has what was found).
+  // first, created as pages of `page_size` for the rest (moved pages left over go back to the
+  // device first); false when the device is full (*pages has what was found).
   bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
                   std::vector<Page>* pages)
       CUDACACHE_REQUIRES(mutex_);
@@ -117,7 +117,11 @@ class DeviceAllocator {
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);
   bool release_oversize_blocks(const Request& request) CUDACACHE_REQUIRES(mutex_);
-  void release_cached_blocks() CUDACACHE_REQUIRES(mutex_);
+  // Waits for pending stream events, then returns every free segment, or with pages every
+  // whole free page: released; with `keep_pages` the 2 MiB ones are kept, unmapped, in
+  // moved_pages_, so that the request being served maps them again instead of creating pages
+  // (larger ones are released: the device makes 2 MiB pages of them as needed).
+  void release_cached_blocks(bool keep_pages = false) CUDACACHE_REQUIRES(mutex_);
   void garbage_collect() CUDACACHE_REQUIRES(mutex_);
   void process_events() CUDACACHE_REQUIRES(mutex_);
   void* finish_allocation(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);

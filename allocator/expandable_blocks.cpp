@@ -22,7 +22,9 @@
 //   as one that would be created and no larger than what is missing (a move must save a
 //   create, and free memory left behind where a page lands is memory held twice).
 // - Without room, pages are 2 MiB (each can be moved again alone), and every free page that
-//   helps is moved before anything is created.
+//   helps is moved before anything is created. When that is not enough, the out-of-memory
+//   ladder waits for pending frees and unmaps every whole free page as PyTorch does, but
+//   keeps the 2 MiB ones for the request instead of releasing them and creating new ones.
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
@@ -84,10 +86,9 @@ Block* DeviceAllocator::allocate_expandable(const Request& request) {
   Block* candidate = find_expandable_block(request);
   if (candidate == nullptr) return nullptr;
   if (moves_pages_) gather_pages(candidate, request.size);
+  // Pages moved for this request and not mapped stay in moved_pages_ for the next step of the
+  // out-of-memory ladder; find_or_create_block releases what is left.
   Block* found = map_chain(candidate, request.size);
-  // Pages moved for this request and not mapped (the device filled up meanwhile) go back.
-  release_pages(*backend_, moved_pages_);
-  moved_pages_.clear();
   if (found != nullptr) request.pool->erase(found);
   return found;
 }
@@ -295,6 +296,9 @@ bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_
     it = moved_pages_.erase(it);
   }
   if (covered >= need) return true;
+  // The pages left cannot serve here: the device gets them back before pages are created.
+  release_pages(*backend_, moved_pages_);
+  moved_pages_.clear();
   const cudaError_t error = create_pages(*backend_, need - covered, page_size, pages);
   if (error == cudaErrorMemoryAllocation) return false;
   if (error != cudaSuccess) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace cudacache {
@@ -58,6 +60,40 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   }
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
   cudaStreamDestroy(other);
+}
+
+// The out-of-memory ladder waits for pending frees; the 2 MiB pages it then unmaps are mapped
+// again where the request needs them, not released and created anew.
+TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {
+  ASSERT_EQ(cudasim_set_capacity(0, 40 * kMiB), 0);  // no room: 2 MiB pages
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  {
+    DeviceAllocator allocator(0, options());
+    void* a = allocator.allocate(30 * kMiB, nullptr);  // 15 pages
+    allocator.record_stream(a, side);
+    ASSERT_EQ(cudasim_hold_stream(side), 0);
+    allocator.deallocate(a);  // pending on side: not free, its pages cannot move yet
+    std::thread releaser([side] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      cudasim_release_stream(side);
+    });
+    void* b = allocator.allocate(30 * kMiB, nullptr);  // the ladder waits for side
+    releaser.join();
+    const cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(allocator.stats().num_alloc_retries, 1);
+    // a's 15 pages, 5 more of the 10 MiB left before the ladder (and a sixth the full device
+    // refused: cudasim counts failed calls); b maps 15 of the 20 pages the ladder unmapped and
+    // the other 5 go back to the device.
+    EXPECT_EQ(counts.create, 21u);
+    EXPECT_EQ(counts.release, 5u);
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(30 * kMiB));
+    EXPECT_EQ(sim_counters().in_use_bytes, 30 * kMiB);
+    ASSERT_EQ(cudaMemset(b, 1, 30 * kMiB), cudaSuccess);
+    allocator.deallocate(b);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  cudaStreamDestroy(side);
 }
 
 TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
