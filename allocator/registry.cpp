@@ -23,6 +23,9 @@ void Registry::configure(std::string_view config) {
   }
   Options check;
   check.apply(config);  // throws with the offending key or value
+  // An empty (or blank) configuration changes nothing; appended, it would be an empty entry
+  // that fails every later first use.
+  if (config.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos) return;
   if (!configured_.empty()) configured_.push_back(',');
   configured_.append(config.data(), config.size());
 }

@@ -239,6 +239,18 @@ TEST_F(CApi, ConfigureBeforeFirstUseOnly) {
   cudacache_free(p, 100 << 20, 0, nullptr);
 }
 
+// Issue 12, defect 2: an empty configuration after a valid one used to store "...," and fail
+// every later first use with "empty entry".
+TEST_F(CApi, EmptyConfigurationChangesNothing) {
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:64"), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_configure(""), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_configure(" \t "), CUDACACHE_OK);
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  ASSERT_NE(p, nullptr) << cudacache_last_error();
+  EXPECT_NE(stats_json().find("\"max_split_size\":67108864"), std::string::npos);
+  cudacache_free(p, 1000, 0, nullptr);
+}
+
 TEST_F(CApi, EnvironmentIsReadAtFirstUseAndConfigureOverridesIt) {
   ASSERT_EQ(setenv("CUDACACHE_CONF", "max_split_size_mb:32,record_history:5", 1), 0);
   EXPECT_EQ(cudacache_configure("max_split_size_mb:64"), CUDACACHE_OK);
