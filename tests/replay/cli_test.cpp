@@ -295,6 +295,28 @@ TEST_F(Cli, CapacityFactorScalesEachTracesPeakToWholeSteps) {
   EXPECT_NE(both.output.find("exclude each other"), std::string::npos) << both.output;
 }
 
+// Issue 12, defect 6: 8 x a huge peak wrapped around to a small default device.
+TEST_F(Cli, DefaultCapacitySaturatesForHugePeaks) {
+  const std::string csv = write("huge.csv", "op,id,size,stream\nalloc,0,4611686018427387904,0\n");
+  const ToolRun run = run_tool("--allocators nocache --json " + path("out.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Json result = JsonReader(read_file_bytes(path("out.json")))
+                          .read()
+                          .at("traces")
+                          .array.at(0)
+                          .at("results")
+                          .array.at(0);
+  EXPECT_EQ(result.at("capacity_bytes").number, 9223372036854775808.0);  // 2^63
+  EXPECT_TRUE(result.at("oom").boolean);  // cudasim cannot back 2^62 bytes with host memory
+  const std::string sum = write("sum.csv",
+                                "op,id,size,stream\nalloc,0,9223372036854775808,0\n"
+                                "alloc,1,9223372036854775808,0\n");
+  const ToolRun overflow = run_tool("--allocators nocache " + sum);
+  EXPECT_EQ(overflow.exit_code, 2) << overflow.output;
+  EXPECT_NE(overflow.output.find("sum.csv"), std::string::npos) << overflow.output;
+  EXPECT_NE(overflow.output.find("exceed 2^64"), std::string::npos) << overflow.output;
+}
+
 TEST_F(Cli, ConvertsASnapshotAndReplaysPicklesDirectly) {
   const std::string snapshot =
       write("snap.pickle",

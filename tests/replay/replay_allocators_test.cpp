@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "cudasim.h"
 #include "replay_allocator.h"
@@ -94,6 +96,26 @@ TEST_F(ReplayAllocators, OutOfMemoryIsRecordedAndCleanedUp) {
   const ReplayResult r = replay_trace(trace, "nocache", 6 * kMiB);
   EXPECT_EQ(r.device_mallocs, 1u);
   EXPECT_EQ(r.device_calls, calls({{DeviceCallKind::kMalloc, 2}}));
+}
+
+// Issue 12, defect 5: a size above PTRDIFF_MAX (valid in a CSV) made the cudacache adapters
+// throw an invalid-argument error that ended the whole comparison; it is an out-of-memory
+// result, as for cub and nocache.
+TEST_F(ReplayAllocators, ASizeNoDeviceCanHoldIsAnOutOfMemoryResult) {
+  const Trace trace = parse_trace_csv(
+      "op,id,size,stream\nalloc,0,4096,0\nalloc,1,9223372036854775808,0\n", "huge.csv");
+  std::vector<std::string> names{"nocache", "cub"};
+  if (cudacache_adapter_built()) {
+    names.insert(names.end(), {"cudacache", "pytorch", "pytorch-expandable",
+                               "cudacache:policy:cudacache"});
+  }
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const ReplayResult r = replay_trace(trace, name, 64 * kMiB);
+    EXPECT_TRUE(r.oom);
+    EXPECT_EQ(r.oom_event, 1u);
+    EXPECT_FALSE(r.oom_message.empty());
+  }
 }
 
 TEST_F(ReplayAllocators, StreamsAreCreatedPerTraceStream) {

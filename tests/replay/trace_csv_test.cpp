@@ -55,12 +55,19 @@ TEST(TraceCsv, AcceptsCrLfAndAMissingFinalNewline) {
 
 TEST(TraceCsv, WriteThenParseIsTheSameTrace) {
   const std::string text =
-      "op,id,size,stream\nalloc,0,1,0\nalloc,1,18446744073709551615,1\nempty_cache,,,\nfree,0,1,"
-      "0\n";
+      "op,id,size,stream\nalloc,0,1,0\nfree,0,1,0\nalloc,1,18446744073709551615,1\n"
+      "empty_cache,,,\n";
   const Trace trace = parse_trace_csv(text, kSource);
   std::ostringstream out;
   write_trace_csv(trace, out);
   EXPECT_EQ(out.str(), text);
+}
+
+// Live requested bytes are summed for the trace's peak: a sum past 2^64 is an error, not a
+// wrapped peak.
+TEST(TraceCsv, LiveBytesBeyond64BitsAreAnError) {
+  expect_error("op,id,size,stream\nalloc,0,1,0\nalloc,1,18446744073709551615,0\n",
+               {"t.csv:3:", "exceed 2^64"});
 }
 
 TEST(TraceCsv, BadHeader) {

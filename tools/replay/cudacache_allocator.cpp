@@ -2,6 +2,9 @@
 
 #include "device_allocator.h"
 #include "options.h"
+#include "size_policy.h"
+
+#include <string>
 
 namespace cudacache::replay {
 namespace {
@@ -11,6 +14,13 @@ class CudacacheAllocator final : public ReplayAllocator {
   explicit CudacacheAllocator(const Options& options) : allocator_(0, options) {}
 
   void* allocate(std::size_t size, cudaStream_t stream) override {
+    // A size no device can hold is an out-of-memory result of the replay, as it is for the
+    // other allocators, not an invalid argument that stops the whole comparison.
+    if (size > kMaxRequestBytes) {
+      throw ReplayOutOfMemory("cudacache: a request of " + std::to_string(size) +
+                              " bytes is larger than any device (the largest accepted is " +
+                              std::to_string(kMaxRequestBytes) + ")");
+    }
     try {
       return allocator_.allocate(size, stream);
     } catch (const OutOfMemoryError& error) {

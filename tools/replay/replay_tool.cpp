@@ -28,6 +28,9 @@ constexpr std::uint64_t kDefaultCapacityHeadroom = 8;
 
 std::uint64_t default_capacity(const Trace& trace) {
   const std::uint64_t step = kCapacityResolution;
+  // Saturates at 2^63 (no request can be larger) instead of wrapping for huge peaks.
+  constexpr std::uint64_t kLargest = std::uint64_t{1} << 63;
+  if (trace.peak_requested_bytes > kLargest / kDefaultCapacityHeadroom) return kLargest;
   const std::uint64_t scaled =
       (trace.peak_requested_bytes * kDefaultCapacityHeadroom + step - 1) / step * step;
   return std::max(kDefaultCapacityFloor, scaled);

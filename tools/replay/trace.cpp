@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include <cstdint>
+
 #include <unordered_map>
 
 namespace cudacache::replay {
@@ -27,6 +29,9 @@ void finalize_trace(Trace& trace, const std::function<std::string(std::size_t)>&
                            ", which is already live");
         }
         event.slot = trace.alloc_count++;
+        if (event.size > UINT64_MAX - live_bytes) {
+          throw TraceError(where(i) + ": the live requested bytes exceed 2^64");
+        }
         live_bytes += event.size;
         if (live_bytes > trace.peak_requested_bytes) trace.peak_requested_bytes = live_bytes;
         break;
