@@ -676,6 +676,11 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
   report.fragmentation =
       fragmentation(report.reserved_bytes, report.allocated_bytes, report.largest_free_cached_block);
   report.fraction_cap_hit = request.fraction_cap_hit;
+  for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
+    for (const Block* block : pool->free_blocks()) {
+      if (block->stream != request.stream) report.free_on_other_streams_bytes += block->size;
+    }
+  }
   report.pages = expandable_;
   if (expandable_) report.free_in_partial_pages_bytes = free_in_partial_pages();
   return report;

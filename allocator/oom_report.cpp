@@ -45,6 +45,12 @@ std::string describe_oom(const OomReport& r, const Options& options) {
                      format_size(r.largest_free_cached_block) + ", fragmentation " +
                      fragmentation_text +
                      " (1 - largest free cached block / reserved but unallocated).";
+  if (r.free_on_other_streams_bytes > 0) {
+    text += ' ';
+    text += format_size(r.free_on_other_streams_bytes);
+    text += " of the free cached memory belongs to other streams (a cached block is reused "
+            "only on the stream that allocated it).";
+  }
   if (r.pages) {
     text += " Reserved memory is mapped pages; " + format_size(r.free_in_partial_pages_bytes) +
             " of the free memory lies in pages that also hold allocated memory, so it can be "
@@ -59,6 +65,10 @@ std::string describe_oom(const OomReport& r, const Options& options) {
     text += " The request is larger than the whole device: no setting can satisfy it.";
   } else if (r.fraction_cap_hit) {
     text += " Raise per_process_memory_fraction, or free memory.";
+  } else if (r.free_on_other_streams_bytes * 2 > r.reserved_unallocated_bytes) {
+    // What is cached is not this stream's: no split setting or empty_cache() helps.
+    text += " Allocate on the stream that freed the memory, or free the tensors that keep "
+            "those streams' segments in use.";
   } else if (r.pages) {  // max_split_size and empty_cache cannot free partial pages
     text += " Free tensors you no longer need (the pages they free can be moved), reduce the "
             "batch size, or register a retry hook that releases memory.";

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <sstream>
 #include <vector>
 
@@ -74,10 +76,14 @@ std::string SplitSizeLimit::parse(std::string_view text) {
     bytes = kUnlimited;
     return {};
   }
+  // At most what a signed 64-bit byte count holds, so that memory_stats() shows it as it is
+  // (not as a negative number); anything larger is 'unlimited'.
+  constexpr std::size_t kLargestMb = static_cast<std::size_t>(PTRDIFF_MAX) / kMiB;
   std::size_t megabytes = 0;
   if (!parse_unsigned(text, &megabytes) || megabytes < kMinSplitSizeMb ||
-      megabytes > kUnlimited / kMiB) {
-    return "an integer number of MiB >= 20, or 'unlimited'";
+      megabytes > kLargestMb) {
+    return "an integer number of MiB from 20 to " + std::to_string(kLargestMb) +
+           ", or 'unlimited'";
   }
   bytes = megabytes * kMiB;
   return {};

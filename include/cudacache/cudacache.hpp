@@ -77,6 +77,9 @@ struct OomReport {
   std::size_t largest_free_cached_block = 0;
   double fragmentation = 0.0;
   bool fraction_cap_hit = false;  // per_process_memory_fraction refused the segment
+  // Free cached bytes that belong to other streams than the request's (a cached block serves
+  // only the stream that allocated it).
+  std::size_t free_on_other_streams_bytes = 0;
   // Pages (expandable segments, cudacache's policy): reserved_bytes are the mapped pages, and
   // free bytes in pages that also hold allocated memory can be neither unmapped nor moved.
   bool pages = false;

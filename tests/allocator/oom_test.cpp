@@ -151,6 +151,36 @@ TEST_F(OomTest, FragmentedCacheIsReportedWithASuggestion) {
   allocator.deallocate(whole);
 }
 
+// Issue 12, defect 6: with the free memory cached for another stream, the message blamed
+// fragmentation and suggested max_split_size_mb and expandable segments, neither of which
+// helps. It says where the memory is.
+TEST_F(OomTest, MemoryCachedForAnotherStreamIsNamedNotBlamedOnFragmentation) {
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  {
+    DeviceAllocator allocator(0, Options{});
+    allocator.deallocate(allocator.allocate(200 * kMiB, other));  // one 200 MiB segment
+    void* kept = allocator.allocate(20 * kMiB, other);             // keeps it split
+    // 180 MiB free on `other`, 56 MiB left on the device.
+    try {
+      allocator.allocate(100 * kMiB, nullptr);
+      FAIL() << "no exception";
+    } catch (const OutOfMemoryError& error) {
+      EXPECT_EQ(error.report().free_on_other_streams_bytes, 180 * kMiB);
+      const std::string message = error.what();
+      EXPECT_NE(message.find("180.00 MiB of the free cached memory belongs to other streams"),
+                std::string::npos)
+          << message;
+      EXPECT_EQ(message.find("max_split_size_mb"), std::string::npos) << message;
+      EXPECT_EQ(message.find("expandable_segments"), std::string::npos) << message;
+      EXPECT_NE(message.find("Allocate on the stream that freed the memory"), std::string::npos)
+          << message;
+    }
+    allocator.deallocate(kept);
+  }
+  cudaStreamDestroy(other);
+}
+
 TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
   // PyTorch issue 189504: a block that becomes free only while the ladder waits for stream
   // events is not looked at again by PyTorch, which reports OOM; cudacache serves from it.

@@ -91,6 +91,12 @@ TEST(Options, UnknownKeyIsNamedWithValidKeys) {
   expect_lists_keys(message);
 }
 
+TEST(Options, TheLargestSplitSizeIsAPositiveStat) {
+  const Options options("max_split_size_mb:8796093022207");
+  EXPECT_EQ(options.max_split_size(), std::size_t{8796093022207} << 20);
+  EXPECT_GT(static_cast<std::int64_t>(options.max_split_size()), 0);
+}
+
 TEST(Options, MalformedValuesNameKeyAndValue) {
   struct Case {
     const char* config;
@@ -102,6 +108,8 @@ TEST(Options, MalformedValuesNameKeyAndValue) {
       {"max_split_size_mb:-5", "'-5' for max_split_size_mb"},
       {"max_split_size_mb:64MB", "'64MB' for max_split_size_mb"},
       {"max_split_size_mb:", "'' for max_split_size_mb"},
+      // Issue 12, defect 6: accepted before, then shown negative in memory_stats().
+      {"max_split_size_mb:17592186044415", "from 20 to 8796093022207"},
       {"roundup_power2_divisions:3", "'3' for roundup_power2_divisions"},
       {"roundup_power2_divisions:0", "'0' for roundup_power2_divisions"},
       {"roundup_power2_divisions:[256:3]", "for roundup_power2_divisions"},
