@@ -465,6 +465,15 @@ void DeviceAllocator::release_allocation(Block* block) {
   DeviceStats::decrease(stats.allocation, kind, 1);
   DeviceStats::decrease(stats.allocated_bytes, kind, as_signed(block->size));
   if (block->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_allocations, 1);
+  // Note [Per-thread default streams]: cudaStreamPerThread is one handle, and so one pool key,
+  // for every thread's own stream. A block freed on it waits, like a record_stream use, for an
+  // event on the freeing thread's stream, so that no other thread reuses it while that
+  // thread's work on it is still queued.
+  if (block->stream == cudaStreamPerThread &&
+      std::find(block->stream_uses.begin(), block->stream_uses.end(), cudaStreamPerThread) ==
+          block->stream_uses.end()) {
+    block->stream_uses.push_back(cudaStreamPerThread);
+  }
   if (block->stream_uses.empty()) {
     free_block(block);
     return;

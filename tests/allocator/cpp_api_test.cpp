@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <thread>
 #include <utility>
 
 static_assert(__cplusplus == 201703L, "this test checks the public header as C++17");
@@ -138,6 +140,38 @@ TEST_F(CppApi, RecordStream) {
   int local = 0;
   EXPECT_THROW(cudacache::record_stream(&local, side), cudacache::Error);
   cudaStreamDestroy(side);
+}
+
+// Issue 12, defect 1: blocks of every thread's per-thread default stream shared one key, so a
+// block thread A freed while its per-thread stream still had work queued went straight to
+// thread B, and A's pending memset then overwrote B's data.
+TEST_F(CppApi, PerThreadStreamBlocksWaitForTheFreeingThreadsWork) {
+  constexpr std::size_t kSize = 4096;
+  void* freed_by_a = nullptr;
+  std::promise<void> a_freed;
+  std::promise<void> b_done;
+  std::thread a([&] {
+    freed_by_a = cudacache::allocate(kSize, cudaStreamPerThread);
+    ASSERT_EQ(cudasim_hold_stream(cudaStreamPerThread), 0);  // A's work stays queued
+    ASSERT_EQ(cudaMemsetAsync(freed_by_a, 0xAA, kSize, cudaStreamPerThread), cudaSuccess);
+    cudacache::deallocate(freed_by_a);
+    a_freed.set_value();
+    b_done.get_future().wait();
+    ASSERT_EQ(cudasim_release_stream(cudaStreamPerThread), 0);  // A's memset runs now
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+  });
+  a_freed.get_future().wait();
+  void* b_block = cudacache::allocate(kSize, cudaStreamPerThread);  // this thread is B
+  // On B's own stream: the legacy default stream would wait for A's held one.
+  ASSERT_EQ(cudaMemsetAsync(b_block, 0x11, kSize, cudaStreamPerThread), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+  b_done.set_value();
+  a.join();
+  EXPECT_NE(b_block, freed_by_a) << "A's block was reused while A's memset was still queued";
+  unsigned char byte = 0;
+  ASSERT_EQ(cudaMemcpy(&byte, b_block, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(byte, 0x11) << "B's data was overwritten by A's queued work";
+  cudacache::deallocate(b_block);
 }
 
 }  // namespace
