@@ -239,6 +239,24 @@ TEST_F(CApi, ConfigureBeforeFirstUseOnly) {
   cudacache_free(p, 100 << 20, 0, nullptr);
 }
 
+// Issue 12, defect 3: recording the free's event on a stream the application had destroyed
+// left cudaErrorInvalidResourceHandle for the application's next cudaGetLastError.
+TEST_F(CApi, NoRuntimeErrorIsLeftForTheApplication) {
+  cudaStream_t side = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  void* p = cudacache_malloc(4096, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(cudacache_record_stream(p, side), CUDACACHE_OK);
+  ASSERT_EQ(cudaStreamDestroy(side), cudaSuccess);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  cudacache_free(p, 4096, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  void* q = cudacache_malloc(4096, 0, nullptr);  // the allocator keeps working
+  ASSERT_NE(q, nullptr);
+  cudacache_free(q, 4096, 0, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 // Issue 12, defect 2: an empty configuration after a valid one used to store "...," and fail
 // every later first use with "empty entry".
 TEST_F(CApi, EmptyConfigurationChangesNothing) {
