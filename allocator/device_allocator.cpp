@@ -651,7 +651,9 @@ std::string DeviceAllocator::history_csv() const {
 
 void DeviceAllocator::validate_stream(cudaStream_t stream) {
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
-  if (verified_streams_.contains(stream)) return;  // no CUDA call on the cache-hit path
+  // Checked at every use, not remembered: a destroyed stream must stay rejected, and CUDA hands
+  // a destroyed stream's handle to the next stream created, maybe on another device. One
+  // host-side lookup (cudaStreamGetDevice), no device work.
   int stream_device = -1;
   const cudaError_t error = device_api::stream_device(stream, &stream_device);
   if (error != cudaSuccess) {
@@ -664,7 +666,6 @@ void DeviceAllocator::validate_stream(cudaStream_t stream) {
                                        " belongs to device " + std::to_string(stream_device) +
                                        ", not to device " + std::to_string(device_));
   }
-  verified_streams_.insert(stream);
 }
 
 OomReport DeviceAllocator::make_report(const Request& request) const {

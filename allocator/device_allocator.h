@@ -28,7 +28,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace cudacache {
@@ -165,7 +164,6 @@ class DeviceAllocator {
   DeviceStats stats_ CUDACACHE_GUARDED_BY(mutex_);
   std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
-  std::unordered_set<cudaStream_t> verified_streams_ CUDACACHE_GUARDED_BY(mutex_);
   std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);  // during one allocation only
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;

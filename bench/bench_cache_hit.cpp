@@ -1,6 +1,6 @@
-// Cache-hit cost: one allocate + free pair that the cache serves without any CUDA call,
-// for cudacache (DeviceAllocator directly, with and without record_history, and the C ABI)
-// and CUB's CachingDeviceAllocator.
+// Cache-hit cost: one allocate + free pair that the cache serves without any device call,
+// for cudacache (DeviceAllocator directly, with and without record_history, on a created
+// stream, and the C ABI) and CUB's CachingDeviceAllocator.
 // Run in a Release build; on cudasim: cmake --build <dir> --target run_bench_cache_hit.
 #include "device_allocator.h"
 
@@ -13,12 +13,13 @@
 
 namespace {
 
-void cache_hits(benchmark::State& state, const cudacache::Options& options) {
+void cache_hits(benchmark::State& state, const cudacache::Options& options,
+                cudaStream_t stream = nullptr) {
   const auto size = static_cast<std::size_t>(state.range(0));
   cudacache::DeviceAllocator allocator(0, options);
-  allocator.deallocate(allocator.allocate(size, nullptr));  // warm the cache
+  allocator.deallocate(allocator.allocate(size, stream));  // warm the cache
   for (auto _ : state) {
-    void* p = allocator.allocate(size, nullptr);
+    void* p = allocator.allocate(size, stream);
     benchmark::DoNotOptimize(p);
     allocator.deallocate(p);
   }
@@ -26,6 +27,15 @@ void cache_hits(benchmark::State& state, const cudacache::Options& options) {
 }
 
 void BM_DeviceAllocator(benchmark::State& state) { cache_hits(state, cudacache::Options{}); }
+
+// On a stream the program created: each allocation checks that the stream still exists and
+// belongs to the device (one cudaStreamGetDevice).
+void BM_DeviceAllocatorOnAStream(benchmark::State& state) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess) state.SkipWithError("cudaStreamCreate");
+  cache_hits(state, cudacache::Options{}, stream);
+  cudaStreamDestroy(stream);
+}
 
 // History on: 3 entries per pair (alloc, free_requested, free_completed) into a ring of
 // 100000, which wraps after the first ~33000 pairs.
@@ -63,6 +73,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DeviceAllocator)->Apply(sizes);
+BENCHMARK(BM_DeviceAllocatorOnAStream)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorHistoryOn)->Apply(sizes);
 BENCHMARK(BM_CApi)->Apply(sizes);
 BENCHMARK(BM_Cub)->Apply(sizes);

@@ -84,6 +84,32 @@ TEST_F(StreamEventsTest, EmptyCacheWaitsForPendingBlocks) {
   EXPECT_EQ(testing::sim_counters().in_use_bytes, 0u);
 }
 
+// Issue 12, defect 4: a destroyed stream used once stayed accepted (a cache of verified streams
+// that never forgot one), while a destroyed stream never used was rejected.
+TEST_F(StreamEventsTest, ADestroyedStreamIsRejectedWhetherUsedBeforeOrNot) {
+  DeviceAllocator allocator(0, Options{});
+  cudaStream_t used = nullptr;
+  cudaStream_t unused = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&used), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&unused), cudaSuccess);
+  allocator.deallocate(allocator.allocate(4096, used));
+  ASSERT_EQ(cudaStreamDestroy(used), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(unused), cudaSuccess);
+  for (cudaStream_t stream : {used, unused}) {
+    try {
+      allocator.allocate(4096, stream);
+      ADD_FAILURE() << "no error for a destroyed stream";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.status(), CUDACACHE_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(error.what()).find("is not a valid CUDA stream"), std::string::npos)
+          << error.what();
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  void* p = allocator.allocate(4096, nullptr);  // the allocator keeps working
+  allocator.deallocate(p);
+}
+
 TEST_F(StreamEventsTest, StreamOfAnotherDeviceIsRejected) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
