@@ -64,6 +64,16 @@ class Cli : public ::testing::Test {
 const char* const kSmallTrace =
     "op,id,size,stream\nalloc,0,2621440,0\nalloc,1,1048576,0\nfree,0,2621440,0\nfree,1,1048576,0\n";
 
+// The first allocator's result on the first trace of a --json file.
+Json first_result(const std::string& json_file) {
+  return JsonReader(read_file_bytes(json_file))
+      .read()
+      .at("traces")
+      .array.at(0)
+      .at("results")
+      .array.at(0);
+}
+
 TEST_F(Cli, HelpDescribesTheTool) {
   const ToolRun run = run_tool("--help");
   EXPECT_EQ(run.exit_code, 0);
@@ -267,12 +277,7 @@ TEST_F(Cli, CapacityCausesAnOomThatIsReportedNotFatal) {
       run_tool("--allocators nocache --capacity 3MiB --json " + path("out.json") + " " + csv);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("event 2/4"), std::string::npos) << run.output;
-  const Json result = JsonReader(read_file_bytes(path("out.json")))
-                          .read()
-                          .at("traces")
-                          .array.at(0)
-                          .at("results")
-                          .array.at(0);
+  const Json result = first_result(path("out.json"));
   EXPECT_TRUE(result.at("oom").boolean);
   EXPECT_EQ(result.at("oom_event_index").number, 1);
   EXPECT_EQ(result.at("capacity_bytes").number, 3 << 20);
@@ -300,12 +305,7 @@ TEST_F(Cli, DefaultCapacitySaturatesForHugePeaks) {
   const std::string csv = write("huge.csv", "op,id,size,stream\nalloc,0,4611686018427387904,0\n");
   const ToolRun run = run_tool("--allocators nocache --json " + path("out.json") + " " + csv);
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const Json result = JsonReader(read_file_bytes(path("out.json")))
-                          .read()
-                          .at("traces")
-                          .array.at(0)
-                          .at("results")
-                          .array.at(0);
+  const Json result = first_result(path("out.json"));
   EXPECT_EQ(result.at("capacity_bytes").number, 9223372036854775808.0);  // 2^63
   EXPECT_TRUE(result.at("oom").boolean);  // cudasim cannot back 2^62 bytes with host memory
   const std::string sum = write("sum.csv",
@@ -386,12 +386,7 @@ TEST_F(Cli, FindsCudasimByItself) {
                                "env -u LD_LIBRARY_PATH");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output.find("not running on cudasim"), std::string::npos) << run.output;
-  const Json result = JsonReader(read_file_bytes(path("out.json")))
-                          .read()
-                          .at("traces")
-                          .array.at(0)
-                          .at("results")
-                          .array.at(0);
+  const Json result = first_result(path("out.json"));
   EXPECT_EQ(result.at("device_mallocs").number, 2);
 }
 
