@@ -111,7 +111,8 @@ class DeviceAllocator {
   // default), releasing them or handing them to *kept; returns the unmapped block, or nullptr.
   Block* unmap_block(Block* block, std::vector<Page>* kept = nullptr) CUDACACHE_REQUIRES(mutex_);
   Block* unmap_block(Block* block, std::uintptr_t address, std::size_t size,
-                     std::vector<Page>* kept) CUDACACHE_REQUIRES(mutex_);
+                     std::vector<Page>* kept, bool stream_synchronized = false)
+      CUDACACHE_REQUIRES(mutex_);
   void release_expandable_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);

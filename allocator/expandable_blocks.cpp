@@ -22,7 +22,8 @@
 //   as one that would be created and no larger than what is missing (a move must save a
 //   create, and free memory left behind where a page lands is memory held twice).
 // - Without room, pages are 2 MiB (each can be moved again alone), and every free page that
-//   helps is moved before anything is created. When that is not enough, the out-of-memory
+//   helps is moved before anything is created (one synchronize per stream the pages leave,
+//   not one per page). When that is not enough, the out-of-memory
 //   ladder waits for pending frees and unmaps every whole free page as PyTorch does, but
 //   keeps the 2 MiB ones for the request instead of releasing them and creating new ones.
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
@@ -278,8 +279,20 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   // Later pages of a block first: unmapping one keeps the block the part before it.
   std::sort(chosen.begin(), chosen.end(),
             [](const Candidate& a, const Candidate& b) { return a.address > b.address; });
+  // One synchronize per stream whose pages move, not one per page.
+  std::vector<cudaStream_t> synchronized;
   for (const Candidate& move : chosen) {
-    unmap_block(move.block, move.address, move.size, &moved_pages_);
+    const cudaStream_t stream = move.block->segment->expandable->stream();
+    if (std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end()) continue;
+    if (device_api::synchronize_stream(device_, stream) == cudaSuccess) {
+      synchronized.push_back(stream);
+    }
+  }
+  for (const Candidate& move : chosen) {
+    const cudaStream_t stream = move.block->segment->expandable->stream();
+    const bool done =
+        std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end();
+    unmap_block(move.block, move.address, move.size, &moved_pages_, done);
   }
 }
 
@@ -314,10 +327,11 @@ Block* DeviceAllocator::unmap_block(Block* block, std::vector<Page>* kept) {
 }
 
 Block* DeviceAllocator::unmap_block(Block* block, std::uintptr_t address, std::size_t size,
-                                    std::vector<Page>* kept) {
+                                    std::vector<Page>* kept, bool stream_synchronized) {
   BlockPool& pool = pool_of(*block);
   AddressRange unmapped;
-  const cudaError_t error = block->segment->expandable->unmap(address, size, &unmapped, kept);
+  const cudaError_t error = block->segment->expandable->unmap(address, size, &unmapped, kept,
+                                                              stream_synchronized);
   if (error != cudaSuccess) {
     logger().error("device {}: unmapping pages at {:#x} failed: {}", device_, block->address,
                    device_api::error_string(error));

@@ -131,16 +131,19 @@ std::vector<std::pair<std::uintptr_t, Page>> ExpandableSegment::pages_inside(
 }
 
 cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
-                                     AddressRange* unmapped, std::vector<Page>* kept) {
+                                     AddressRange* unmapped, std::vector<Page>* kept,
+                                     bool stream_synchronized) {
   *unmapped = {};
   auto first = pages_.lower_bound(address);
   auto last = first;
   while (last != pages_.end() && last->first + last->second.size <= address + size) ++last;
   if (first == last) return cudaSuccess;
   // The stream's last kernels may still use these pages: unmap only after they are done.
-  if (const cudaError_t error = device_api::synchronize_stream(backend_.device(), stream_);
-      error != cudaSuccess) {
-    return error;
+  if (!stream_synchronized) {
+    if (const cudaError_t error = device_api::synchronize_stream(backend_.device(), stream_);
+        error != cudaSuccess) {
+      return error;
+    }
   }
   unmapped->address = first->first;
   for (auto it = first; it != last; it = pages_.erase(it)) {

@@ -79,8 +79,11 @@ class ExpandableSegment {
   // segment's stream, and releases them, or hands them to *kept when it is not null.
   // *unmapped is the range unmapped (empty when no whole page lies inside, then no device call
   // is made). On an error, *unmapped is the part unmapped before it.
+  // `stream_synchronized`: the caller has just synchronized the segment's stream (one
+  // synchronize for several unmaps).
   cudaError_t unmap(std::uintptr_t address, std::size_t size, AddressRange* unmapped,
-                    std::vector<Page>* kept = nullptr);
+                    std::vector<Page>* kept = nullptr, bool stream_synchronized = false);
+  cudaStream_t stream() const { return stream_; }
 
  private:
   ExpandableSegment(SegmentBackend& backend, std::uintptr_t base, std::size_t page_size,
