@@ -22,10 +22,10 @@
 //   as one that would be created and no larger than what is missing (a move must save a
 //   create, and free memory left behind where a page lands is memory held twice).
 // - Without room, pages are 2 MiB (each can be moved again alone), and every free page that
-//   helps is moved before anything is created (one synchronize per stream the pages leave,
-//   not one per page). When that is not enough, the out-of-memory
+//   helps is moved before anything is created. When that is not enough, the out-of-memory
 //   ladder waits for pending frees and unmaps every whole free page as PyTorch does, but
 //   keeps the 2 MiB ones for the request instead of releasing them and creating new ones.
+// - A move synchronizes each stream the pages leave once, not once per page.
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
