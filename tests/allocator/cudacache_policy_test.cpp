@@ -18,20 +18,9 @@ using testing::sim_calls;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-class CudacachePolicy : public ::testing::Test {
+class CudacachePolicy : public testing::SimulatedDeviceTest {
  protected:
-  void SetUp() override {
-    CUDACACHE_REQUIRE_CUDASIM();
-    capacity_ = cudasim_get_capacity(0);
-    ASSERT_EQ(cudasim_reset_counters(0), 0);
-  }
-  void TearDown() override {
-    if (cudasim_available()) cudasim_set_capacity(0, capacity_);
-  }
   static Options options() { return Options("policy:cudacache"); }
-
- private:
-  std::size_t capacity_ = 0;
 };
 
 TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {

@@ -26,22 +26,9 @@ std::vector<HistoryEntry> entries_of(const DeviceAllocator& allocator, HistoryAc
   return found;
 }
 
-class ExpandableSegments : public ::testing::Test {
+class ExpandableSegments : public testing::SimulatedDeviceTest {
  protected:
-  void SetUp() override {
-    CUDACACHE_REQUIRE_CUDASIM();
-    capacity_ = cudasim_get_capacity(0);
-    ASSERT_EQ(cudasim_reset_counters(0), 0);
-  }
-  void TearDown() override {
-    if (!cudasim_available()) return;
-    cudasim_set_capacity(0, capacity_);
-    cudasim_set_vmm_supported(0, 1);
-  }
   static Options options() { return Options("expandable_segments:True,record_history:1000"); }
-
- private:
-  std::size_t capacity_ = 0;
 };
 
 TEST_F(ExpandableSegments, GrowsAtTheEndOfOneRangeInWholePages) {

@@ -16,6 +16,25 @@ namespace cudacache::testing {
     if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";       \
   } while (0)
 
+// A test that may change cudasim's device 0: skipped without cudasim, its counters reset
+// first, its capacity and VMM support restored after.
+class SimulatedDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CUDACACHE_REQUIRE_CUDASIM();
+    capacity_ = cudasim_get_capacity(0);
+    ASSERT_EQ(cudasim_reset_counters(0), 0);
+  }
+  void TearDown() override {
+    if (!cudasim_available()) return;
+    cudasim_set_capacity(0, capacity_);
+    cudasim_set_vmm_supported(0, 1);
+  }
+
+ private:
+  std::size_t capacity_ = 0;
+};
+
 inline cudasim_counters sim_counters(int device = 0) {
   cudasim_counters counters{};
   EXPECT_EQ(cudasim_get_counters(device, &counters), 0);
