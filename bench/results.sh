@@ -2,9 +2,9 @@
 # Regenerates bench/RESULTS.md: memory and device-call figures (calls by kind and their
 # estimated cost on a GPU) of every allocator on every real trace (cudacache-replay
 # --min-capacity --json), the same on a device of 1.02 x each trace's peak (--capacity-factor:
-# who completes, at what cost in calls) and their time per event (bench_replay: the in-process allocators,
-# pytorch-expandable included), both from a Release build on cudasim, merged into Markdown by
-# bench/replay/write_results.py.
+# who completes, at what cost in calls) and their time per event (bench_replay: the in-process
+# allocators, pytorch-expandable included), all from a Release build on cudasim, merged into
+# Markdown by bench/replay/write_results.py.
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
 # runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: one Python process
 # per replay, so memory and device calls only; bench_replay does not time them). About a minute
