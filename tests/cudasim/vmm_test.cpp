@@ -30,6 +30,18 @@ class Vmm : public SimTest {
   static CUmemAccessDesc access(CUmemAccess_flags flags, int device = 0) {
     return device_access(flags, device);
   }
+  // One page reserved, created and mapped at *base, with no access set yet; and its undoing.
+  void map_one_page(CUdeviceptr* base, CUmemGenericAllocationHandle* handle) {
+    const CUmemAllocationProp p = prop();
+    ASSERT_EQ(d.reserve(base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.create(handle, kGranularity, &p, 0), CUDA_SUCCESS);
+    ASSERT_EQ(d.map(*base, kGranularity, 0, *handle, 0), CUDA_SUCCESS);
+  }
+  void unmap_one_page(CUdeviceptr base, CUmemGenericAllocationHandle handle) {
+    ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
+    ASSERT_EQ(d.release(handle), CUDA_SUCCESS);
+    ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+  }
 
   VmmDriver d{};
 };
@@ -327,10 +339,7 @@ TEST_F(VmmDeath, WriteToReservedButUnmappedPageFaults) {
 TEST_F(VmmDeath, WriteToMappedPageWithoutAccessFaults) {
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle h = 0;
-  const CUmemAllocationProp p = prop();
-  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(map_one_page(&base, &h));
   auto* ptr = reinterpret_cast<volatile char*>(base);
   EXPECT_EXIT(*ptr = 1, ::testing::KilledBySignal(SIGSEGV), "");
   const CUmemAccessDesc ro = access(CU_MEM_ACCESS_FLAGS_PROT_READ);
@@ -347,15 +356,10 @@ TEST_F(VmmDeath, WriteToMappedPageWithoutAccessFaults) {
 TEST_F(VmmDeath, RulesOfAccessReadBeforeSetAccessFaults) {
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle h = 0;
-  const CUmemAllocationProp p = prop();
-  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(map_one_page(&base, &h));
   auto* ptr = reinterpret_cast<volatile char*>(base);
   EXPECT_EXIT(static_cast<void>(ptr[kGranularity - 1]), ::testing::KilledBySignal(SIGSEGV), "");
-  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
-  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
-  ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+  unmap_one_page(base, h);
 }
 
 // "all mappings start with no accessibility setup": access granted to a mapping does not
@@ -363,10 +367,7 @@ TEST_F(VmmDeath, RulesOfAccessReadBeforeSetAccessFaults) {
 TEST_F(VmmDeath, RulesOfAccessRemapNeedsSetAccessAgain) {
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle h = 0;
-  const CUmemAllocationProp p = prop();
-  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
-  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(map_one_page(&base, &h));
   const CUmemAccessDesc rw = access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   ASSERT_EQ(d.set_access(base, kGranularity, &rw, 1), CUDA_SUCCESS);
   auto* ptr = reinterpret_cast<volatile char*>(base);
@@ -377,9 +378,7 @@ TEST_F(VmmDeath, RulesOfAccessRemapNeedsSetAccessAgain) {
   EXPECT_EXIT(static_cast<void>(ptr[7]), ::testing::KilledBySignal(SIGSEGV), "");
   ASSERT_EQ(d.set_access(base, kGranularity, &rw, 1), CUDA_SUCCESS);
   EXPECT_EQ(ptr[7], 42);  // same physical memory
-  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
-  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
-  ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+  unmap_one_page(base, h);
 }
 
 }  // namespace
