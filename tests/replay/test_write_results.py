@@ -134,6 +134,22 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertEqual(row[4:6], ["3", "1"])  # malloc, free
         self.assertEqual(row[-2:], ["4", "0.600"])
 
+    def test_pressure_json_without_its_factor_is_refused(self):
+        with tempfile.TemporaryDirectory() as directory:
+            directory = pathlib.Path(directory)
+            (directory / "replay.json").write_text(json.dumps(self.replay))
+            (directory / "bench.json").write_text(json.dumps(self.bench))
+            (directory / "pressure.json").write_text(json.dumps(self.replay))
+            completed = subprocess.run(
+                [sys.executable, str(WRITE_RESULTS),
+                 "--replay-json", str(directory / "replay.json"),
+                 "--bench-json", str(directory / "bench.json"), "--traces", str(directory),
+                 "--command", "test", "--date", "today", "--machine", "test machine",
+                 "--pressure-json", str(directory / "pressure.json")],
+                capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("--pressure-json and --pressure-factor go together", completed.stderr)
+
     def test_device_calls_by_kind_per_trace(self):
         by_kind = section(self.render(), "## Device calls by kind")
         self.assertIn("| trace | allocator | " + " | ".join(CALL_KINDS) +
