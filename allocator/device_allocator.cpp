@@ -1,5 +1,9 @@
 // DeviceAllocator: the per-device composer.
 //
+// The default policy is cudacache's own (policy:cudacache): PyTorch's expandable segments below
+// with pages moved where memory is needed, Note [Moving pages] in expandable_blocks.cpp.
+// policy:pytorch is PyTorch's CUDACachingAllocator, exactly:
+//
 // Policy (PyTorch's CUDACachingAllocator semantics; constants in size_policy.h)
 // - Rounding: a request rounds up to 512 B, or to the next 1/N power-of-two step with
 //   roundup_power2_divisions. Size 0 returns nullptr.

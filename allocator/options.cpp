@@ -239,6 +239,8 @@ void Options::apply(std::string_view config) {
   const std::vector<std::string_view> entries = split_entries(trim(config), &error);
   if (!error.empty()) config_error(error + " in \"" + std::string(config) + "\"");
   Options updated = *this;
+  bool sets_policy = false;
+  bool sets_expandable = false;
   for (const std::string_view entry : entries) {
     if (entry.empty()) {
       if (entries.size() == 1) break;  // "" configures nothing
@@ -263,6 +265,19 @@ void Options::apply(std::string_view config) {
 #include "options.inc"
 #undef CUDACACHE_OPTION
     if (!known) config_error("unknown key '" + std::string(key) + "'");
+    sets_policy = sets_policy || key == "policy";
+    sets_expandable = sets_expandable || key == "expandable_segments";
+  }
+  // expandable_segments:True is PyTorch's option: without a policy beside it, it selects
+  // PyTorch's policy, as the same string does in PYTORCH_CUDA_ALLOC_CONF.
+  if (sets_expandable && updated.expandable_segments.enabled && !sets_policy) {
+    updated.policy.kind = AllocatorPolicy::Kind::kPyTorch;
+  }
+  if (updated.policy.is_cudacache() && updated.expandable_segments.enabled) {
+    config_error("policy:cudacache cannot be combined with expandable_segments:True in \"" +
+                 std::string(config) +
+                 "\": cudacache's policy always maps driver-VMM pages; PyTorch's expandable "
+                 "segments are policy:pytorch,expandable_segments:True");
   }
   *this = updated;
 }

@@ -54,7 +54,7 @@ struct ExpandableSegments {
 // PyTorch's CUDACachingAllocator, native or, with expandable_segments:True, expandable.
 struct AllocatorPolicy {
   enum class Kind { kCudacache, kPyTorch };
-  Kind kind = Kind::kPyTorch;
+  Kind kind = Kind::kCudacache;  // the default
   bool is_cudacache() const { return kind == Kind::kCudacache; }
   std::string parse(std::string_view text);
   std::string to_string() const;

@@ -93,8 +93,9 @@ std::unique_ptr<SegmentBackend> make_segment_backend(int device, bool want_pages
     }
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
-      logger().warn("expandable segments need the driver's virtual memory API, which is not "
-                    "available ({}); using cudaMalloc segments instead",
+      logger().warn("driver-VMM pages (cudacache's policy, expandable segments) need the "
+                    "driver's virtual memory API, which is not available ({}); using "
+                    "PyTorch's native policy on cudaMalloc segments instead",
                     why);
     }
   }

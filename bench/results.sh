@@ -22,12 +22,12 @@ fi
 traces=$(cd "$traces" && pwd)
 cd "$root"
 
-allocators=cudacache:policy:cudacache,pytorch,pytorch-expandable,cub,nocache
+allocators=cudacache,pytorch,pytorch-expandable,cub,nocache
 targets=(cudacache-replay bench_replay)
 torch_missing=()
 python=${CUDACACHE_PYTHON:-python3}
 if "$python" -c "import torch" >/dev/null 2>&1; then
-  allocators=cudacache:policy:cudacache,pytorch,pytorch-expandable,torch-native,torch-expandable,cub,nocache
+  allocators=cudacache,pytorch,pytorch-expandable,torch-native,torch-expandable,cub,nocache
   # torch_replay.py preloads cudasim's driver and NVML libraries next to libcudart.so.13.
   targets+=(cudasim_driver cudasim_nvml)
 else
@@ -53,7 +53,7 @@ build/release/tools/replay/cudacache-replay --capacity-factor "$pressure_factor"
 
 echo "results.sh: bench_replay" >&2
 build/release/bench/replay/bench_replay --traces="$traces" \
-  --allocators=cudacache:policy:cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.2 \
+  --allocators=cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.2 \
   --benchmark_repetitions=1 --benchmark_out_format=json \
   --benchmark_out="$work/bench.json" >&2
 

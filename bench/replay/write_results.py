@@ -342,11 +342,10 @@ byte counts, and times are **CPU times** (the allocators' bookkeeping plus cudas
 per cudaMalloc/cudaFree), **not GPU timings**. cudasim's cost per device call is not a GPU
 driver's: for what a GPU would add, read the device-calls column, not ns / event.
 
-Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacache` (default options,
-today PyTorch's native policy), `cudacache:policy:cudacache` (cudacache's own policy on
-driver-VMM pages: pages moved where memory is needed, Note [Moving pages] in
-`allocator/expandable_blocks.cpp`), `pytorch` (cudacache set explicitly to PyTorch's native
-default policy), `pytorch-expandable`
+Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacache` (default options:
+cudacache's own policy on driver-VMM pages, pages moved where memory is needed, Note [Moving
+pages] in `allocator/expandable_blocks.cpp`), `pytorch` (cudacache set to PyTorch's native
+default policy, `policy:pytorch`), `pytorch-expandable`
 (the same with `expandable_segments:True`, on the driver's VMM API), `cub`
 (`cub::CachingDeviceAllocator`, default bins, unlimited cache), `nocache` (one
 cudaMalloc/cudaFree per request, the floor for memory and the ceiling for cudaMalloc calls).

@@ -11,6 +11,8 @@
 namespace cudacache {
 namespace {
 
+using testing::pytorch_native;
+
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 cudaStream_t fake_stream(std::uintptr_t id) { return reinterpret_cast<cudaStream_t>(id); }
@@ -149,7 +151,7 @@ TEST(BlockPool, MergeWithPreviousMovesTheHead) {
 
 TEST(BlockPool, AllocatorSplitsSmallSegmentsAndMergesOnFree) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   void* a = allocator.allocate(1000, nullptr);  // 1024 B from a 2 MiB segment
   void* b = allocator.allocate(3000, nullptr);  // next to it
   EXPECT_EQ(static_cast<char*>(b) - static_cast<char*>(a), 1024);
@@ -173,7 +175,7 @@ TEST(BlockPool, AllocatorSplitsSmallSegmentsAndMergesOnFree) {
 
 TEST(BlockPool, AllocatorLargeRemainderRule) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   // 19 MiB from a 20 MiB segment: remainder 1 MiB is not > 1 MiB, no split.
   void* a = allocator.allocate(19 * kMiB, nullptr);
   EXPECT_EQ(allocator.snapshot().segments.at(0).blocks.size(), 1u);
@@ -192,7 +194,7 @@ TEST(BlockPool, AllocatorReusesBlocksOnlyOnTheirStream) {
   cudaStream_t other = nullptr;
   ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
   {
-    DeviceAllocator allocator(0, Options{});
+    DeviceAllocator allocator(0, pytorch_native());
     void* a = allocator.allocate(4096, nullptr);
     allocator.deallocate(a);
     void* b = allocator.allocate(4096, other);
@@ -215,7 +217,7 @@ TEST(BlockPool, AllocatorReusesBlocksOnlyOnTheirStream) {
 // then merges back whole and serves the 392 MiB request: 2 cudaMallocs, 588 MiB.
 TEST(BlockPool, AllocatorBreaksSizeTiesByOlderSegment) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{"max_split_size_mb:unlimited,roundup_power2_divisions:1"});
+  DeviceAllocator allocator(0, pytorch_native("max_split_size_mb:unlimited,roundup_power2_divisions:1"));
   constexpr std::size_t kHalf = 196 * kMiB;  // a multiple of 2 MiB: segments are exact
   void* whole = allocator.allocate(2 * kHalf, nullptr);  // segment 1: 392 MiB
   allocator.deallocate(whole);

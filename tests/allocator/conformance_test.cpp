@@ -411,15 +411,16 @@ TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAcc
 
 // Each configuration with the name its tests carry.
 const std::pair<const char*, const char*> kConfigurations[] = {
-    {"MallocSegments", ""},
+    {"MallocSegments", "policy:pytorch"},
     {"ExpandableSegments", "expandable_segments:True"},
-    {"HistoryOn", "record_history:1000"},
-    {"MaxSplitSize", "max_split_size_mb:40"},
-    {"RoundupDivisions", "roundup_power2_divisions:4"},
+    {"HistoryOn", "policy:pytorch,record_history:1000"},
+    {"MaxSplitSize", "policy:pytorch,max_split_size_mb:40"},
+    {"RoundupDivisions", "policy:pytorch,roundup_power2_divisions:4"},
     {"ExpandableWithMaxSplitAndHistory",
      "expandable_segments:True,max_split_size_mb:40,record_history:1000"},
-    {"CudacachePolicy", "policy:cudacache"},
-    {"CudacachePolicyWithHistory", "policy:cudacache,record_history:1000"},
+    {"CudacachePolicy", ""},  // the default
+    {"CudacachePolicyWithHistory", "record_history:1000"},
+    {"CudacachePolicyWithMaxSplitAndRoundup", "max_split_size_mb:40,roundup_power2_divisions:4"},
 };
 
 std::string configuration_name(const ::testing::TestParamInfo<std::string>& param) {

@@ -10,6 +10,8 @@
 namespace cudacache {
 namespace {
 
+using testing::pytorch_native;
+
 using testing::allocated;
 using testing::reserved;
 
@@ -70,7 +72,7 @@ TEST(DeviceStats, JsonHasEveryPyTorchKeyOnce) {
 
 TEST(DeviceStats, AllocatorCountsLikePyTorch) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   void* small = allocator.allocate(1000, nullptr);
   void* large = allocator.allocate(30 * kMiB + 5, nullptr);
   MemoryStats s = allocator.stats();
@@ -119,7 +121,7 @@ TEST(DeviceStats, AllocatorCountsLikePyTorch) {
 
 TEST(DeviceStats, OversizeCounters) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options("max_split_size_mb:40"));
+  DeviceAllocator allocator(0, pytorch_native("max_split_size_mb:40"));
   void* big = allocator.allocate(50 * kMiB, nullptr);
   void* normal = allocator.allocate(12 * kMiB, nullptr);
   MemoryStats s = allocator.stats();

@@ -15,6 +15,8 @@
 namespace cudacache {
 namespace {
 
+using testing::pytorch_native;
+
 using replay::testing::Json;
 using replay::testing::JsonReader;
 
@@ -31,7 +33,7 @@ std::uintptr_t handle_of(cudaStream_t stream) { return reinterpret_cast<std::uin
 
 TEST(History, OffByDefaultRecordsNothing) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   void* p = allocator.allocate(1000, nullptr);
   allocator.deallocate(p);
   allocator.empty_cache();
@@ -42,7 +44,7 @@ TEST(History, OffByDefaultRecordsNothing) {
 
 TEST(History, RingKeepsTheNewestEntries) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   allocator.record_history(5);
   std::vector<std::uintptr_t> addresses;
   // 1 segment_alloc, then alloc + free_requested + free_completed per round: 1 + 3 x 4 = 13.
@@ -78,7 +80,7 @@ TEST(History, RingKeepsTheNewestEntries) {
 
 TEST(History, OptionStartsRecordingAtCreation) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options("record_history:2"));
+  DeviceAllocator allocator(0, pytorch_native("record_history:2"));
   void* p = allocator.allocate(3 * kMiB, nullptr);
   EXPECT_EQ(actions(allocator.history()), (std::vector<std::string>{"segment_alloc", "alloc"}));
   allocator.deallocate(p);
@@ -91,7 +93,7 @@ TEST(History, CrossStreamFreeCompletesWhenTheStreamIsDone) {
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
   {
-    DeviceAllocator allocator(0, Options{});
+    DeviceAllocator allocator(0, pytorch_native());
     allocator.record_history(1000);
     void* a = allocator.allocate(5000, nullptr);
     allocator.record_stream(a, side);
@@ -135,7 +137,7 @@ TEST(History, EntriesNameTheAllocationStream) {
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
   {
-    DeviceAllocator allocator(0, Options("record_history:10"));
+    DeviceAllocator allocator(0, pytorch_native("record_history:10"));
     allocator.deallocate(allocator.allocate(100, side));
     const std::vector<HistoryEntry> entries = allocator.history();
     ASSERT_EQ(entries.size(), 4u);
@@ -146,7 +148,7 @@ TEST(History, EntriesNameTheAllocationStream) {
 
 TEST(History, FailedRequestRecordsAnOomEntry) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options("record_history:100"));
+  DeviceAllocator allocator(0, pytorch_native("record_history:100"));
   void* kept = allocator.allocate(1000, nullptr);
   const std::size_t huge = std::size_t{1} << 40;
   EXPECT_THROW(allocator.allocate(huge, nullptr), OutOfMemoryError);
@@ -165,7 +167,7 @@ TEST(History, FailedRequestRecordsAnOomEntry) {
 
 TEST(History, EmptyCacheRecordsItsSegmentFrees) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   void* small = allocator.allocate(1000, nullptr);
   void* large = allocator.allocate(12 * kMiB, nullptr);
   void* kept = allocator.allocate(3 * kMiB, nullptr);  // its 20 MiB segment stays
@@ -191,7 +193,7 @@ TEST(History, EmptyCacheRecordsItsSegmentFrees) {
 
 TEST(History, BadValuesAreErrors) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   try {
     allocator.record_history(kMaxHistoryEntries + 1);
     ADD_FAILURE() << "no error";
@@ -221,7 +223,7 @@ TEST(History, SnapshotJsonCarriesTheTraceInPyTorchSchema) {
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
   {
-    DeviceAllocator allocator(0, Options("record_history:100"));
+    DeviceAllocator allocator(0, pytorch_native("record_history:100"));
     void* a = allocator.allocate(5000, side);
     void* b = allocator.allocate(3 * kMiB, nullptr);
     allocator.deallocate(a);
@@ -267,7 +269,7 @@ TEST(History, SnapshotJsonCarriesTheTraceInPyTorchSchema) {
 // Recording, exporting and restarting while other threads allocate (run it under TSan too).
 TEST(History, ConcurrentRecordingAndExport) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, Options("record_history:64"));
+  DeviceAllocator allocator(0, pytorch_native("record_history:64"));
   std::atomic<bool> stop{false};
   std::vector<std::thread> workers;
   for (int t = 0; t < 3; ++t) {

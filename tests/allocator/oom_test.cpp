@@ -13,6 +13,8 @@
 namespace cudacache {
 namespace {
 
+using testing::pytorch_native;
+
 using testing::allocated;
 using testing::reserved;
 using testing::sim_counters;
@@ -43,7 +45,7 @@ TEST(OomReport, FragmentationDefinition) {
 }
 
 TEST_F(OomTest, FailedCudaMallocReleasesCacheAndRetries) {
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   // Fill the cache with free 12 MiB segments on a side stream: they cannot serve stream 0.
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
@@ -66,7 +68,7 @@ TEST_F(OomTest, FailedCudaMallocReleasesCacheAndRetries) {
 }
 
 TEST_F(OomTest, OversizeBlocksAreReleasedFirst) {
-  DeviceAllocator allocator(0, Options("max_split_size_mb:40"));
+  DeviceAllocator allocator(0, pytorch_native("max_split_size_mb:40"));
   void* a = allocator.allocate(160 * kMiB, nullptr);
   void* b = allocator.allocate(60 * kMiB, nullptr);
   allocator.deallocate(a);  // oversize and 60 MiB larger than the next request: not reused
@@ -81,7 +83,7 @@ TEST_F(OomTest, OversizeBlocksAreReleasedFirst) {
 }
 
 TEST_F(OomTest, InjectedFailureIsRetriedTransparently) {
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   ASSERT_EQ(cudasim_fail_nth_allocation(0, 1), 0);
   void* p = allocator.allocate(4 * kMiB, nullptr);
   ASSERT_NE(p, nullptr);
@@ -91,7 +93,7 @@ TEST_F(OomTest, InjectedFailureIsRetriedTransparently) {
 }
 
 TEST_F(OomTest, HugeRequestThrowsWithAFullReportAndTheAllocatorKeepsWorking) {
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   void* live = allocator.allocate(10 * kMiB, nullptr);
   const MemoryStats before = allocator.stats();
   try {
@@ -122,7 +124,7 @@ TEST_F(OomTest, HugeRequestThrowsWithAFullReportAndTheAllocatorKeepsWorking) {
 }
 
 TEST_F(OomTest, FragmentedCacheIsReportedWithASuggestion) {
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   allocator.deallocate(allocator.allocate(200 * kMiB, nullptr));  // one 200 MiB segment
   std::vector<void*> pieces;
   for (int i = 0; i < 10; ++i) pieces.push_back(allocator.allocate(20 * kMiB, nullptr));
@@ -158,7 +160,7 @@ TEST_F(OomTest, MemoryCachedForAnotherStreamIsNamedNotBlamedOnFragmentation) {
   cudaStream_t other = nullptr;
   ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
   {
-    DeviceAllocator allocator(0, Options{});
+    DeviceAllocator allocator(0, pytorch_native());
     allocator.deallocate(allocator.allocate(200 * kMiB, other));  // one 200 MiB segment
     void* kept = allocator.allocate(20 * kMiB, other);             // keeps it split
     // 180 MiB free on `other`, 56 MiB left on the device.
@@ -185,7 +187,7 @@ TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
   // PyTorch issue 189504: a block that becomes free only while the ladder waits for stream
   // events is not looked at again by PyTorch, which reports OOM; cudacache serves from it.
   ASSERT_EQ(cudasim_set_capacity(0, 200 * kMiB), 0);
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
   allocator.deallocate(allocator.allocate(120 * kMiB, nullptr));  // one 120 MiB segment
@@ -215,7 +217,7 @@ TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
 }
 
 TEST_F(OomTest, FractionCapIsAnOutOfMemoryError) {
-  DeviceAllocator allocator(0, Options("per_process_memory_fraction:0.25"));  // 64 MiB
+  DeviceAllocator allocator(0, pytorch_native("per_process_memory_fraction:0.25"));  // 64 MiB
   void* a = allocator.allocate(40 * kMiB, nullptr);
   try {
     allocator.allocate(30 * kMiB, nullptr);
@@ -232,7 +234,7 @@ TEST_F(OomTest, FractionCapIsAnOutOfMemoryError) {
 
 TEST_F(OomTest, GarbageCollectionFreesOldCachedBlocksBeforeTheCap) {
   DeviceAllocator allocator(0,
-                            Options("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5"));
+                            pytorch_native("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5"));
   // Allowed: 128 MiB; GC starts above 64 MiB reserved.
   void* a = allocator.allocate(40 * kMiB, nullptr);
   void* b = allocator.allocate(30 * kMiB, nullptr);
@@ -248,7 +250,7 @@ TEST_F(OomTest, GarbageCollectionFreesOldCachedBlocksBeforeTheCap) {
 }
 
 TEST_F(OomTest, RetryHooksRunInOrderAndMayFreeMemory) {
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   void* hog = allocator.allocate(200 * kMiB, nullptr);
   std::vector<int> calls;
   allocator.retry_hooks().add([&](const OomContext& context) {
@@ -275,7 +277,7 @@ TEST_F(OomTest, RetryHooksRunInOrderAndMayFreeMemory) {
 }
 
 TEST_F(OomTest, RetryHooksAreBounded) {
-  DeviceAllocator allocator(0, Options{});
+  DeviceAllocator allocator(0, pytorch_native());
   int calls = 0;
   allocator.retry_hooks().add([&](const OomContext&) {
     ++calls;

@@ -29,8 +29,10 @@ void expect_lists_keys(const std::string& message) {
   }
 }
 
-TEST(Options, DefaultsArePyTorchs) {
+TEST(Options, DefaultsArePyTorchsButThePolicyIsCudacaches) {
   const Options options;
+  EXPECT_TRUE(options.policy.is_cudacache());
+  EXPECT_TRUE(options.wants_pages());
   EXPECT_EQ(options.max_split_size(), SIZE_MAX);
   EXPECT_EQ(options.roundup_power2_divisions.for_size(5 << 20), 0u);
   EXPECT_FALSE(options.per_process_memory_fraction.is_set());
@@ -141,6 +143,28 @@ TEST(Options, ExpandableSegmentsAcceptsPyTorchSpellings) {
   EXPECT_FALSE(Options("expandable_segments:True,expandable_segments:False")
                    .expandable_segments.enabled);
   EXPECT_NE(config_error("expandable_segments:1").find("True or False"), std::string::npos);
+}
+
+// expandable_segments:True is PyTorch's option: alone it selects PyTorch's policy (a
+// PYTORCH_CUDA_ALLOC_CONF string means what it means in PyTorch); beside policy:cudacache,
+// in one string or across configurations, it is an error naming both.
+TEST(Options, ExpandableSegmentsSelectsPyTorchsPolicy) {
+  EXPECT_FALSE(Options("expandable_segments:True").policy.is_cudacache());
+  EXPECT_FALSE(Options("policy:pytorch,expandable_segments:True").policy.is_cudacache());
+  EXPECT_TRUE(Options("expandable_segments:False").policy.is_cudacache());
+  for (const char* config : {"policy:cudacache,expandable_segments:True",
+                             "expandable_segments:True,policy:cudacache"}) {
+    const std::string message = config_error(config);
+    EXPECT_NE(message.find("policy:cudacache"), std::string::npos) << message;
+    EXPECT_NE(message.find("policy:pytorch,expandable_segments:True"), std::string::npos)
+        << message;
+  }
+  Options options("expandable_segments:True");
+  EXPECT_THROW(options.apply("policy:cudacache"), Error);
+  EXPECT_FALSE(options.policy.is_cudacache());
+  EXPECT_TRUE(options.expandable_segments.enabled);
+  options.apply("policy:cudacache,expandable_segments:False");
+  EXPECT_TRUE(options.policy.is_cudacache());
 }
 
 TEST(Options, FailedApplyLeavesOptionsUnchanged) {

@@ -7,6 +7,8 @@
 namespace cudacache {
 namespace {
 
+using testing::pytorch_native;
+
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 std::size_t count(const std::string& text, const std::string& what) {
@@ -20,7 +22,7 @@ TEST(Snapshot, DescribesSegmentsAndBlockStates) {
   cudaStream_t side = nullptr;
   ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
   {
-    DeviceAllocator allocator(0, Options{});
+    DeviceAllocator allocator(0, pytorch_native());
     void* a = allocator.allocate(1000, nullptr);
     void* b = allocator.allocate(2000, nullptr);
     void* large = allocator.allocate(12 * kMiB, nullptr);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 
 namespace cudacache::testing {
 
@@ -34,6 +35,12 @@ class SimulatedDeviceTest : public ::testing::Test {
  private:
   std::size_t capacity_ = 0;
 };
+
+// PyTorch's native policy, for the tests of its semantics segment by segment (cudacache's
+// default is its own policy), with `extra` options ("key:value,...") on top.
+inline Options pytorch_native(const std::string& extra = {}) {
+  return Options(extra.empty() ? std::string("policy:pytorch") : "policy:pytorch," + extra);
+}
 
 inline cudasim_counters sim_counters(int device = 0) {
   cudasim_counters counters{};

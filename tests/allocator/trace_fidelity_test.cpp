@@ -14,6 +14,8 @@
 namespace cudacache {
 namespace {
 
+using testing::pytorch_native;
+
 struct ReplayResult {
   std::int64_t peak_reserved = 0;
   std::size_t rows = 0;
@@ -30,7 +32,7 @@ ReplayResult replay(const std::filesystem::path& csv) {
   std::map<long, cudaStream_t> streams{{0, nullptr}};
   std::map<long, std::pair<void*, std::size_t>> live;
   {
-    DeviceAllocator allocator(0, Options{});
+    DeviceAllocator allocator(0, pytorch_native());
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       std::istringstream fields(line);

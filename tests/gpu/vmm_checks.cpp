@@ -3,8 +3,9 @@
 //   1. the cost of each device call the allocators make, measured through cudacache's own
 //      backend (the figures tools/replay/device_call_costs.inc estimates from published A100
 //      numbers): median microseconds of N calls, 2 MiB and 20 MiB where size matters;
-//   2. expandable segments on this driver: random allocations under a memory cap with a byte
-//      pattern in every live block, checked after every step, and empty_cache every 64 steps.
+//   2. PyTorch's expandable segments and cudacache's default policy (pages moved under the cap)
+//      on this driver: random allocations under a memory cap with a byte pattern in every live
+//      block, checked after every step, and empty_cache every 64 steps.
 // Prints one table and "vmm checks: ok" (exit 0), or what failed (exit 1).
 //
 //   vmm_checks [repetitions]   (default 20)
@@ -120,8 +121,9 @@ void measure_malloc(std::size_t bytes, int repetitions) {
   if (bytes == 2 * kMiB) row("synchronize", 0, sync_times);
 }
 
-// A byte pattern per live block, checked through cudaMemcpy after every step.
-void expandable_pattern_check(int steps) {
+// A byte pattern per live block, checked through cudaMemcpy after every step, under `policy`:
+// PyTorch's expandable segments, or cudacache's default policy (pages moved under the cap).
+void expandable_pattern_check(const std::string& policy, int steps) {
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
@@ -129,9 +131,8 @@ void expandable_pattern_check(int steps) {
   const double fraction = std::min(1.0, static_cast<double>(1024 * kMiB) /
                                             static_cast<double>(total_bytes));
   cudacache::DeviceAllocator allocator(
-      0, cudacache::Options("expandable_segments:True,per_process_memory_fraction:" +
-                            std::to_string(fraction)));
-  check(allocator.expandable(), "expandable segments are available on this device");
+      0, cudacache::Options(policy + "per_process_memory_fraction:" + std::to_string(fraction)));
+  check(allocator.expandable(), "driver-VMM pages are available on this device");
   std::mt19937_64 random(7);
   std::map<void*, std::pair<std::size_t, unsigned char>> live;
   int ooms = 0;
@@ -166,8 +167,9 @@ void expandable_pattern_check(int steps) {
   allocator.empty_cache();
   const cudacache::MemoryStats stats = allocator.stats();
   check(stats.reserved_bytes[cudacache::kAllPools].current == 0, "everything unmapped at the end");
-  std::printf("  expandable pattern check: %d steps, %d out-of-memory errors survived, %lld maps, "
+  std::printf("  pattern check (%s): %d steps, %d out-of-memory errors survived, %lld maps, "
               "%lld unmaps\n",
+              policy.empty() ? "default policy" : policy.substr(0, policy.size() - 1).c_str(),
               steps, ooms, static_cast<long long>(stats.num_device_alloc),
               static_cast<long long>(stats.num_device_free));
 }
@@ -191,7 +193,8 @@ int main(int argc, char** argv) {
   measure_malloc(20 * kMiB, repetitions);
   measure_pages(*backend, 2 * kMiB, repetitions);
   measure_pages(*backend, 20 * kMiB, repetitions);
-  expandable_pattern_check(std::max(200, repetitions * 20));
+  expandable_pattern_check("expandable_segments:True,", std::max(200, repetitions * 20));
+  expandable_pattern_check("", std::max(200, repetitions * 20));
   std::printf("vmm checks: %s\n", g_failures == 0 ? "ok" : "FAILED");
   return g_failures == 0 ? 0 : 1;
 }

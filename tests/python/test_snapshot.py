@@ -167,8 +167,8 @@ class SnapshotTest(support.AllocatorTestCase):
         self.assertEqual(opcodes - MEMORY_VIZ_OPCODES, set())
         trace = loaded["device_traces"][0]
         self.assertEqual([entry["action"] for entry in trace],
-                         ["segment_alloc", "alloc", "free_requested", "free_completed",
-                          "segment_free", "empty_cache"])
+                         ["segment_map", "alloc", "free_requested", "free_completed",
+                          "segment_unmap", "empty_cache"])  # the default policy maps pages
         segment_alloc, alloc, free_requested, free_completed, segment_free, empty = trace
         self.assertEqual((alloc["addr"], alloc["size"], alloc["block_size"], alloc["stream"]),
                          (ptr, 5000, round512(5000), 0))

@@ -52,20 +52,36 @@ class StatsTest(support.AllocatorTestCase):
         self.assertEqual(stats["allocated_bytes.large_pool.current"], 3 * MiB)
         self.assertEqual(stats["reserved_bytes.small_pool.current"], 2 * MiB)
         self.assertEqual(stats["reserved_bytes.large_pool.current"], 20 * MiB)
-        self.assertEqual(stats["segment.all.current"], 2)
+        # cudacache's default policy maps pages into reserved ranges: reserved bytes, not
+        # segments, as PyTorch's expandable segments count them.
+        self.assertEqual(stats["segment.all.current"], 0)
         self.assertEqual(stats["allocation.small_pool.current"], 1)
         self.assertEqual(stats["allocation.large_pool.current"], 1)
 
-    def test_reserved_grows_by_pytorchs_segment_sizes(self):
-        # kSmallBuffer 2 MiB; kLargeBuffer 20 MiB below 10 MiB; else rounded up to 2 MiB.
-        for size, segment in ((1000, 2 * MiB), (5 * MiB, 20 * MiB), (11 * MiB, 12 * MiB),
-                              (21 * MiB + 1, 22 * MiB)):
+    def test_reserved_grows_by_pages_under_the_default_policy(self):
+        # A 2 MiB page in the small pool; 20 MiB pages in the large pool while the device has
+        # room, as many as the request needs.
+        for size, mapped in ((1000, 2 * MiB), (5 * MiB, 20 * MiB), (11 * MiB, 20 * MiB),
+                             (21 * MiB + 1, 40 * MiB)):
             with self.subTest(size=size):
                 self.assertEqual(cudacache.memory_reserved(0), 0)
                 ptr = self.alloc(size)
-                self.assertEqual(cudacache.memory_reserved(0), segment)
+                self.assertEqual(cudacache.memory_reserved(0), mapped)
                 self.free(ptr)
                 cudacache.empty_cache()
+
+    def test_reserved_grows_by_pytorchs_segment_sizes_under_policy_pytorch(self):
+        # kSmallBuffer 2 MiB; kLargeBuffer 20 MiB below 10 MiB; else rounded up to 2 MiB.
+        result = run_fresh(
+            "cudacache.configure('policy:pytorch')\n"
+            "for size in (1000, 5 << 20, 11 << 20, (21 << 20) + 1):\n"
+            "    ptr = cudacache.raw_alloc(size, 0)\n"
+            "    print(cudacache.memory_reserved(0), cudacache.memory_stats(0)['segment.all.current'])\n"
+            "    cudacache.raw_free(ptr)\n"
+            "    cudacache.empty_cache()\n")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.split("\n")[:4],
+                         [f"{segment} 1" for segment in (2 * MiB, 20 * MiB, 12 * MiB, 22 * MiB)])
 
     def test_peaks_follow_and_reset_to_current(self):
         cudacache.reset_peak_memory_stats(0)  # forget earlier tests' peaks

@@ -107,7 +107,7 @@ TEST_F(ReplayAllocators, ASizeNoDeviceCanHoldIsAnOutOfMemoryResult) {
   std::vector<std::string> names{"nocache", "cub"};
   if (cudacache_adapter_built()) {
     names.insert(names.end(), {"cudacache", "pytorch", "pytorch-expandable",
-                               "cudacache:policy:cudacache"});
+                               "cudacache:policy:pytorch"});
   }
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
@@ -205,17 +205,24 @@ TEST_F(CudacacheAdapters, PytorchExpandableIsPyTorchsExpandablePolicy) {
   EXPECT_EQ(native.device_calls, calls({{DeviceCallKind::kMalloc, 3}, {DeviceCallKind::kFree, 3}}));
 }
 
-TEST_F(CudacacheAdapters, DefaultOptionsMatchThePytorchPolicyAndTheDevice) {
+// cudacache's default is its own policy: driver-VMM pages, no cudaMalloc; `pytorch` stays
+// PyTorch's native policy, spelled out.
+TEST_F(CudacacheAdapters, DefaultOptionsAreCudacachesOwnPolicy) {
   const ReplayResult cudacache = replay_trace(tiny_, "cudacache", 64 * kMiB);
+  const ReplayResult own = replay_trace(tiny_, "cudacache:policy:cudacache", 64 * kMiB);
   const ReplayResult pytorch = replay_trace(tiny_, "pytorch", 64 * kMiB);
   EXPECT_FALSE(cudacache.oom);
-  EXPECT_EQ(cudacache.peak_allocated_bytes, pytorch.peak_allocated_bytes);
-  EXPECT_EQ(cudacache.peak_reserved_bytes, pytorch.peak_reserved_bytes);
-  EXPECT_EQ(cudacache.device_mallocs, pytorch.device_mallocs);
+  EXPECT_EQ(cudacache.peak_allocated_bytes, own.peak_allocated_bytes);
+  EXPECT_EQ(cudacache.peak_reserved_bytes, own.peak_reserved_bytes);
+  ASSERT_TRUE(cudacache.device_calls && pytorch.device_calls);
+  EXPECT_EQ(cudacache.device_calls, own.device_calls);
+  EXPECT_EQ((*cudacache.device_calls)[DeviceCallKind::kMalloc], 0u);
+  EXPECT_GT((*cudacache.device_calls)[DeviceCallKind::kCreate], 0u);
+  EXPECT_GT((*pytorch.device_calls)[DeviceCallKind::kMalloc], 0u);
   ASSERT_TRUE(cudacache.peak_allocated_bytes && cudacache.peak_reserved_bytes);
   EXPECT_GE(*cudacache.peak_allocated_bytes, tiny_.peak_requested_bytes);
   EXPECT_GE(*cudacache.peak_reserved_bytes, *cudacache.peak_allocated_bytes);
-  // Segments are multiples of 2 MiB, so cudasim's 256 B rounding changes nothing.
+  // Pages are multiples of 2 MiB, so cudasim's 256 B rounding changes nothing.
   EXPECT_EQ(cudacache.device_peak_bytes, cudacache.peak_reserved_bytes);
 }
 

@@ -99,7 +99,7 @@ TEST(SyntheticWorkload, RejectsBadSpecs) {
 // moment buffers are created at its end, so the second step is the first to need them.
 TEST_F(Replayer, SteadyTrainingLoopMakesNoDeviceCallAfterItsWarmUp) {
   TransformerShape shape = TransformerShape::parse("layers:4,hidden:256,seq:128,batch:4");
-  for (const char* allocator : {"cudacache:policy:cudacache", "pytorch", "pytorch-expandable"}) {
+  for (const char* allocator : {"cudacache", "pytorch", "pytorch-expandable"}) {
     SCOPED_TRACE(allocator);
     shape.steps = 2;
     const ReplayResult one = replay_trace(make_transformer_training_trace(shape), allocator, {});
@@ -112,7 +112,7 @@ TEST_F(Replayer, SteadyTrainingLoopMakesNoDeviceCallAfterItsWarmUp) {
 }
 
 // torch.cat-style growth (each step allocates a slightly larger tensor and frees the old one):
-// with plenty of room cudacache's policy holds close to what is in use; PyTorch's native
+// with plenty of room cudacache's default policy holds close to what is in use; PyTorch's native
 // policy holds many times more.
 TEST_F(Replayer, TensorsGrownStepByStepAreNotHeldManyTimesOver) {
   std::string csv = "op,id,size,stream\n";
@@ -128,7 +128,7 @@ TEST_F(Replayer, TensorsGrownStepByStepAreNotHeldManyTimesOver) {
   }
   const Trace trace = parse_trace_csv(csv, "cat.csv");
   const std::uint64_t plenty = 64 * kGiB;  // the device has room (at 8 GiB it has not)
-  const ReplayResult ours = replay_trace(trace, "cudacache:policy:cudacache", plenty);
+  const ReplayResult ours = replay_trace(trace, "cudacache", plenty);
   const ReplayResult native = replay_trace(trace, "pytorch", plenty);
   ASSERT_TRUE(ours.peak_reserved_bytes && native.peak_reserved_bytes);
   EXPECT_LE(static_cast<double>(*ours.peak_reserved_bytes),

@@ -14,7 +14,8 @@ import torchsim
 from torchsim import run_scenario
 
 # cudacache-replay's `pytorch` allocator (tools/replay/cudacache_allocator.h).
-PYTORCH_POLICY = "max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:False"
+PYTORCH_POLICY = (
+    "policy:pytorch,max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:False")
 
 # Allocation only: small and large pools, splits and merges, a second stream, a large
 # temporary, empty_cache, reset of peaks, and an out-of-memory that makes both allocators

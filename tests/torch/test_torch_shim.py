@@ -108,7 +108,9 @@ class TorchShim(unittest.TestCase):
                      cudacache.memory_allocated()]
             report({"before": before, "after": after})
             """, controls=True)
-        self.assertEqual(r["before"], [50 * MiB, 50 * MiB])
+        # cudacache's default policy: the 30 MiB temporary extends the first 20 MiB page by one
+        # more, which empty_cache unmaps and releases.
+        self.assertEqual(r["before"], [40 * MiB, 40 * MiB])
         self.assertEqual(r["after"], [20 * MiB, 20 * MiB, MiB + 512])
 
     def test_record_stream_reaches_cudacache_without_patches(self):

@@ -7,16 +7,16 @@
 
 namespace cudacache::replay {
 
-// PyTorch's native default policy, spelled out. It equals cudacache's defaults today; the
-// `pytorch` allocator is built from this string so that it stays PyTorch's policy even if
-// cudacache's defaults change.
+// PyTorch's native default policy, spelled out (cudacache's default is its own policy).
 inline constexpr const char* kPyTorchNativeConfig =
-    "max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:False";
+    "policy:pytorch,max_split_size_mb:unlimited,roundup_power2_divisions:1,"
+    "expandable_segments:False";
 
 // PyTorch's policy with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the `pytorch-expandable`
 // allocator, to be compared with PyTorch's own (`torch-expandable`).
 inline constexpr const char* kPyTorchExpandableConfig =
-    "max_split_size_mb:unlimited,roundup_power2_divisions:1,expandable_segments:True";
+    "policy:pytorch,max_split_size_mb:unlimited,roundup_power2_divisions:1,"
+    "expandable_segments:True";
 
 // cudacache::DeviceAllocator on device 0 with Options parsed from `config` (CUDACACHE_CONF
 // syntax; "" = cudacache's defaults). Throws std::invalid_argument on a bad config string.
