@@ -1,6 +1,7 @@
 // Cache-hit cost: one allocate + free pair that the cache serves without any device call,
-// for cudacache (DeviceAllocator directly, with and without record_history, on a created
-// stream, and the C ABI) and CUB's CachingDeviceAllocator.
+// for cudacache (DeviceAllocator directly with its default policy and with PyTorch's native
+// one, with and without record_history, on a created stream, and the C ABI) and CUB's
+// CachingDeviceAllocator.
 // Run in a Release build; on cudasim: cmake --build <dir> --target run_bench_cache_hit.
 #include "device_allocator.h"
 
@@ -27,6 +28,10 @@ void cache_hits(benchmark::State& state, const cudacache::Options& options,
 }
 
 void BM_DeviceAllocator(benchmark::State& state) { cache_hits(state, cudacache::Options{}); }
+
+void BM_DeviceAllocatorPyTorchPolicy(benchmark::State& state) {
+  cache_hits(state, cudacache::Options("policy:pytorch"));
+}
 
 // On a stream the program created: each allocation checks that the stream still exists and
 // belongs to the device (one cudaStreamGetDevice).
@@ -73,6 +78,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DeviceAllocator)->Apply(sizes);
+BENCHMARK(BM_DeviceAllocatorPyTorchPolicy)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorOnAStream)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorHistoryOn)->Apply(sizes);
 BENCHMARK(BM_CApi)->Apply(sizes);
