@@ -14,6 +14,7 @@
 #include "segment_backend.h"
 #include "snapshot.h"
 #include "stream_events.h"
+#include "mutex.h"
 #include "thread_annotations.h"
 
 #include <cudacache/cudacache.hpp>
@@ -154,7 +155,7 @@ class DeviceAllocator {
   bool moves_pages_ = false;  // cudacache's policy (Note [Moving pages]); set once
   std::size_t allowed_maximum_ = SIZE_MAX;  // per_process_memory_fraction cap; set once
 
-  mutable std::mutex mutex_;
+  mutable Mutex mutex_;
   BlockPool small_pool_ CUDACACHE_GUARDED_BY(mutex_){PoolKind::kSmall};
   BlockPool large_pool_ CUDACACHE_GUARDED_BY(mutex_){PoolKind::kLarge};
   std::unordered_map<void*, Block*> allocated_ CUDACACHE_GUARDED_BY(mutex_);

@@ -129,7 +129,9 @@ Block* DeviceAllocator::find_expandable_block(const Request& request) {
     }
   }
   if (best != nullptr) return best;
-  // A new range for this (stream, pool): 1 1/8 x the device's memory, in whole pages.
+  // A new range for this (stream, pool): 1 1/8 x the device's memory, in whole pages, and never
+  // smaller than the request (the device may have grown since its memory was read; a request
+  // larger than the range then ran past its end: found by fuzz_allocator_ops).
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   if (const cudaError_t error = device_api::memory_info(device_, &free_bytes, &total_bytes);
@@ -138,8 +140,8 @@ Block* DeviceAllocator::find_expandable_block(const Request& request) {
   }
   const std::size_t page =
       pool.kind() == PoolKind::kSmall || moves_pages_ ? kSmallPage : kLargePage;
-  const std::size_t pages =
-      std::max<std::size_t>(1, (total_bytes / 8 * kReservedEighths + page - 1) / page);
+  const std::size_t pages = std::max<std::size_t>(
+      {1, (total_bytes / 8 * kReservedEighths + page - 1) / page, (request.size + page - 1) / page});
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
   if (range == nullptr && error == cudaErrorMemoryAllocation) return nullptr;

@@ -149,7 +149,9 @@ std::string RoundupDivisions::parse(std::string_view text) {
 std::string RoundupDivisions::to_string() const {
   const bool uniform = std::all_of(divisions.begin(), divisions.end(),
                                    [&](std::size_t d) { return d == divisions.front(); });
-  if (uniform) return std::to_string(divisions.front());
+  // 0 and 1 both mean plain 512-byte rounding; a bare 0 is not accepted (as in PyTorch), so the
+  // default prints as 1.
+  if (uniform) return std::to_string(std::max<std::size_t>(divisions.front(), 1));
   std::string text = "[";
   for (std::size_t i = 0; i < kIntervals; ++i) {
     text += (i + 1 == kIntervals ? std::string(">") : std::to_string(std::size_t{1} << i)) + ":" +

@@ -15,7 +15,7 @@ Registry& Registry::instance() {
 Registry::Registry() : hooks_(std::make_shared<RetryHooks>()) {}
 
 void Registry::configure(std::string_view config) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (started_) {
     throw Error(CUDACACHE_CONFIG,
                 "cudacache_configure must be called before the first allocation; the options "
@@ -52,7 +52,7 @@ void Registry::start() {
 
 DeviceAllocator& Registry::device(int device) {
   if (!ready_.load(std::memory_order_acquire)) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     start();
   }
   if (device == -1) {
@@ -70,7 +70,7 @@ DeviceAllocator& Registry::device(int device) {
   }
   std::atomic<DeviceAllocator*>& slot = allocators_[static_cast<std::size_t>(device)];
   if (DeviceAllocator* existing = slot.load(std::memory_order_acquire)) return *existing;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (DeviceAllocator* existing = slot.load(std::memory_order_acquire)) return *existing;
   auto* created = new DeviceAllocator(device, options_, hooks_);
   slot.store(created, std::memory_order_release);
@@ -89,7 +89,7 @@ std::vector<DeviceAllocator*> Registry::created() const {
 }
 
 std::string Registry::config_help() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (started_) return options_.describe();
   return pending_options().describe();
 }

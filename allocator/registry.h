@@ -7,12 +7,12 @@
 #pragma once
 
 #include "device_allocator.h"
+#include "mutex.h"
 #include "options.h"
 #include "retry_hooks.h"
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,7 +37,7 @@ class Registry {
   void start() CUDACACHE_REQUIRES(mutex_);  // fixes the options; throws Error (CONFIG)
   Options pending_options() const CUDACACHE_REQUIRES(mutex_);
 
-  std::mutex mutex_;  // guards everything below except the atomics
+  Mutex mutex_;  // guards everything below except the atomics
   bool started_ CUDACACHE_GUARDED_BY(mutex_) = false;
   std::string configured_ CUDACACHE_GUARDED_BY(mutex_);  // keys from configure()
   Options options_ CUDACACHE_GUARDED_BY(mutex_);

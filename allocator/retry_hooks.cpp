@@ -8,14 +8,14 @@
 namespace cudacache {
 
 int RetryHooks::add(RetryHook hook) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const int handle = next_handle_++;
   hooks_.emplace_back(handle, std::move(hook));
   return handle;
 }
 
 bool RetryHooks::remove(int handle) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   const auto it = std::find_if(hooks_.begin(), hooks_.end(),
                                [&](const auto& entry) { return entry.first == handle; });
   if (it == hooks_.end()) return false;
@@ -24,14 +24,14 @@ bool RetryHooks::remove(int handle) {
 }
 
 bool RetryHooks::empty() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return hooks_.empty();
 }
 
 bool RetryHooks::run(const OomContext& context) const {
   std::vector<std::pair<int, RetryHook>> hooks;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     hooks = hooks_;  // a hook may register or remove hooks
   }
   bool retry = false;

@@ -2,9 +2,10 @@
 // Shared by all DeviceAllocators of the C/C++ API; each standalone DeviceAllocator has its own.
 #pragma once
 
+#include "mutex.h"
+
 #include <cudacache/cudacache.hpp>
 
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -21,9 +22,9 @@ class RetryHooks {
   bool run(const OomContext& context) const;
 
  private:
-  mutable std::mutex mutex_;  // guards hooks_ and next_handle_, never held while hooks run
-  std::vector<std::pair<int, RetryHook>> hooks_;
-  int next_handle_ = 1;
+  mutable Mutex mutex_;  // never held while hooks run
+  std::vector<std::pair<int, RetryHook>> hooks_ CUDACACHE_GUARDED_BY(mutex_);
+  int next_handle_ CUDACACHE_GUARDED_BY(mutex_) = 1;
 };
 
 }  // namespace cudacache

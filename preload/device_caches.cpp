@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <mutex>
 
 #include "log.h"
+#include "mutex.h"
 #include "real_runtime.h"
 #include "segment_registry.h"
 
@@ -18,22 +18,23 @@ struct Retired {  // stats of allocators destroyed by cudaDeviceReset
   std::int64_t peak_reserved = 0;
 };
 
+// Constant-initialized, like everything below: no constructor runs before main.
+Mutex g_mutex;  // creation, destruction and `retired`
+
 struct Slot {
   std::atomic<DeviceAllocator*> allocator{nullptr};
   std::atomic<bool> unavailable{false};
   DeviceCounters counters;
-  Retired retired;  // guarded by g_mutex
+  Retired retired CUDACACHE_GUARDED_BY(g_mutex);
 };
 
-// Constant-initialized: no constructor runs before main.
 Slot g_slots[kMaxDevices];
-std::mutex g_mutex;                        // creation, destruction and `retired`
-const Options* g_options = nullptr;        // guarded by g_mutex; leaked
-std::string* g_disabled_reason = nullptr;  // guarded by g_mutex; leaked
+const Options* g_options CUDACACHE_GUARDED_BY(g_mutex) = nullptr;        // leaked
+std::string* g_disabled_reason CUDACACHE_GUARDED_BY(g_mutex) = nullptr;  // leaked
 
 // Options from CUDACACHE_CONF, parsed once. A bad string turns caching off (every call is
 // forwarded) rather than failing a program that would run without cudacache.
-const Options* options() {
+const Options* options() CUDACACHE_REQUIRES(g_mutex) {
   if (g_options != nullptr || g_disabled_reason != nullptr) return g_options;
   const char* text = std::getenv("CUDACACHE_CONF");
   try {
@@ -54,7 +55,7 @@ DeviceAllocator* allocator_for(int device) {
     return allocator;
   }
   if (slot.unavailable.load(std::memory_order_relaxed)) return nullptr;
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(g_mutex);
   if (DeviceAllocator* allocator = slot.allocator.load(std::memory_order_acquire)) {
     return allocator;
   }
@@ -84,7 +85,7 @@ DeviceAllocator* existing_allocator(int device) {
 
 void release_device(int device) {
   if (device < 0 || device >= kMaxDevices) return;
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(g_mutex);
   Slot& slot = g_slots[device];
   DeviceAllocator* allocator = slot.allocator.exchange(nullptr, std::memory_order_acq_rel);
   if (allocator == nullptr) return;
@@ -102,7 +103,7 @@ void release_device(int device) {
 DeviceCounters& counters(int device) { return g_slots[device].counters; }
 
 DeviceSummary summarize(int device) {
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(g_mutex);
   const Slot& slot = g_slots[device];
   DeviceSummary summary;
   summary.requests = slot.counters.requests.load();
@@ -126,7 +127,7 @@ DeviceSummary summarize(int device) {
 }
 
 std::string disabled_reason() {
-  std::lock_guard lock(g_mutex);
+  MutexLock lock(g_mutex);
   return g_disabled_reason != nullptr ? *g_disabled_reason : std::string();
 }
 

@@ -5,9 +5,10 @@
 // know (cudaErrorInvalidValue) instead.
 #include "segment_registry.h"
 
+#include "mutex.h"
+
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <new>
 
 
@@ -20,8 +21,8 @@ struct SegmentRange {
 };
 
 struct Registry {
-  std::mutex mutex;
-  std::map<std::uintptr_t, SegmentRange> segments;  // by base address
+  Mutex mutex;
+  std::map<std::uintptr_t, SegmentRange> segments CUDACACHE_GUARDED_BY(mutex);  // by base address
 };
 
 // Never destroyed: frees can arrive from other libraries' static destructors.
@@ -35,7 +36,7 @@ Registry& registry() {
 int segment_device(const void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  MutexLock lock(r.mutex);
   auto it = r.segments.upper_bound(address);
   if (it == r.segments.begin()) return -1;
   --it;
@@ -53,7 +54,7 @@ cudaError_t obtain_tracked(int device, std::size_t bytes, std::uintptr_t* base, 
   if (error != cudaSuccess) return error;
   try {
     Registry& r = registry();
-    std::lock_guard lock(r.mutex);
+    MutexLock lock(r.mutex);
     r.segments[*base] = {bytes, device};
   } catch (const std::bad_alloc&) {
     give_back();
@@ -65,7 +66,7 @@ cudaError_t obtain_tracked(int device, std::size_t bytes, std::uintptr_t* base, 
 
 void forget(std::uintptr_t base) {
   Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+  MutexLock lock(r.mutex);
   r.segments.erase(base);
 }
 

@@ -7,9 +7,12 @@ sudo_cmd=""
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo_cmd apt-get update -qq
+# --clang adds clang and its sanitizer/libFuzzer runtimes, for the `clang` and `fuzz` presets (CI).
+extra=()
+if [ "${1:-}" = "--clang" ]; then extra=(clang libclang-rt-dev); fi
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ python3 python3-pytest \
-  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev >/dev/null
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev "${extra[@]}" >/dev/null
 if ! [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "install-deps: the CUDA toolkit is missing (expected /usr/local/cuda/bin/nvcc)" >&2
   exit 1

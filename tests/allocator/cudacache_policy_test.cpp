@@ -52,6 +52,29 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   cudaStreamDestroy(other);
 }
 
+// Found by fuzz_allocator_ops: a new range is sized from the device's memory (9/8 of it), but
+// pages moved from elsewhere can serve a request larger than that once the device has shrunk
+// (cudasim; on a GPU the memory does not change). The range ran out under the request and the
+// allocator followed a null block. A range is never smaller than its request now.
+TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
+  ASSERT_EQ(cudasim_set_capacity(0, 512 * kMiB), 0);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  {
+    DeviceAllocator allocator(0, options());
+    allocator.deallocate(allocator.allocate(40 * kMiB, nullptr));  // 40 MiB of pages, cached
+    ASSERT_EQ(cudasim_set_capacity(0, 32 * kMiB), 0);  // a new range would be 36 MiB
+    void* p = allocator.allocate(40 * kMiB, other);    // served by the pages moved
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(cudaMemset(p, 3, 40 * kMiB), cudaSuccess);
+    EXPECT_EQ(sim_calls().create, 2u);  // the two 20 MiB pages, created once
+    allocator.deallocate(p);
+    allocator.empty_cache();
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  cudaStreamDestroy(other);
+}
+
 // The out-of-memory ladder waits for pending frees; the 2 MiB pages it then unmaps are mapped
 // again where the request needs them, not released and created anew.
 TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {

@@ -79,6 +79,21 @@ TEST(Options, ConfigStringRoundTrips) {
   EXPECT_EQ(again.roundup_power2_divisions.divisions, options.roundup_power2_divisions.divisions);
 }
 
+// Found by fuzz_options: the defaults printed roundup_power2_divisions:0, which the parser
+// refuses (as PyTorch does), so the configuration string the allocator logs and
+// --print-config shows could not be given back to it. 0 and 1 mean the same rounding.
+TEST(Options, TheDefaultsPrintAStringThatParses) {
+  const Options defaults;
+  const std::string printed = defaults.to_config_string();
+  EXPECT_NE(printed.find("roundup_power2_divisions:1,"), std::string::npos) << printed;
+  const Options again(printed);
+  EXPECT_EQ(again.to_config_string(), printed);
+  for (const std::size_t size : {std::size_t{1000}, std::size_t{5} << 20, std::size_t{1} << 33}) {
+    EXPECT_EQ(round_size(size, again.roundup_power2_divisions),
+              round_size(size, defaults.roundup_power2_divisions));
+  }
+}
+
 TEST(Options, DescribeDocumentsEveryOption) {
   const std::string text = Options("max_split_size_mb:64").describe();
   expect_lists_keys(text);

@@ -90,6 +90,16 @@ constexpr int kHighestProtocol = 5;
 class Reader {
  public:
   Reader(std::string_view bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+  // After a failure the values may form cycles (see refuse_cycles), which shared_ptr never
+  // frees: emptying every list and dict breaks them all.
+  ~Reader() {
+    for (const PickleRef& container : containers_) {
+      container->items.clear();
+      container->entries.clear();
+    }
+  }
 
   PickleRef run() {
     while (true) {
@@ -101,6 +111,8 @@ class Reader {
       unsigned char op = static_cast<unsigned char>(bytes_[pos_++]);
       if (op == kStop) {
         if (stack_.empty()) fail("STOP with an empty stack");
+        refuse_cycles();
+        containers_.clear();  // parsed: the values own each other, without cycles
         return stack_.back();
       }
       step(op);
@@ -139,10 +151,57 @@ class Reader {
     return static_cast<std::size_t>(length);
   }
 
-  static PickleRef make(PickleValue::Kind kind) {
+  PickleRef make(PickleValue::Kind kind) {
     auto value = std::make_shared<PickleValue>();
     value->kind = kind;
+    if (kind == PickleValue::Kind::kList || kind == PickleValue::Kind::kDict) {
+      containers_.push_back(value);
+    }
     return value;
+  }
+
+  // Plain data has no cycles, but through the memo a pickle can append a list to itself; a
+  // cycle would never be freed. One depth-first walk over every list and dict (each cycle
+  // passes through one), without recursion. Found by fuzz_snapshot_pickle.
+  void refuse_cycles() {
+    enum class Mark : std::uint8_t { kOpen, kDone };
+    std::unordered_map<const PickleValue*, Mark> marks;
+    struct Frame {
+      const PickleValue* value;
+      std::size_t next;  // index over items, then over the keys and values of entries
+    };
+    const auto child = [](const PickleValue& value, std::size_t index) -> const PickleValue* {
+      if (index < value.items.size()) return value.items[index].get();
+      index -= value.items.size();
+      const auto& entry = value.entries[index / 2];
+      return index % 2 == 0 ? entry.first.get() : entry.second.get();
+    };
+    std::vector<Frame> path;
+    for (const PickleRef& root : containers_) {
+      if (marks.contains(root.get())) continue;
+      marks.emplace(root.get(), Mark::kOpen);
+      path.push_back({root.get(), 0});
+      while (!path.empty()) {
+        Frame& frame = path.back();
+        const std::size_t children = frame.value->items.size() + 2 * frame.value->entries.size();
+        if (frame.next == children) {
+          marks[frame.value] = Mark::kDone;
+          path.pop_back();
+          continue;
+        }
+        const PickleValue* next = child(*frame.value, frame.next++);
+        if (next->kind != PickleValue::Kind::kList && next->kind != PickleValue::Kind::kTuple &&
+            next->kind != PickleValue::Kind::kDict) {
+          continue;
+        }
+        const auto [it, fresh] = marks.emplace(next, Mark::kOpen);
+        if (!fresh) {
+          if (it->second == Mark::kOpen) fail("a list or dict contains itself");
+          continue;
+        }
+        path.push_back({next, 0});
+      }
+    }
   }
 
   void push_int(std::int64_t integer) {
@@ -337,9 +396,9 @@ class Reader {
       }
       case kAppends: {
         auto items = pop_to_mark();
-        auto& list = top_container(PickleValue::Kind::kList, "APPENDS").items;
-        list.insert(list.end(), std::make_move_iterator(items.begin()),
-                    std::make_move_iterator(items.end()));
+        PickleValue& list = top_container(PickleValue::Kind::kList, "APPENDS");
+        list.items.insert(list.items.end(), std::make_move_iterator(items.begin()),
+                          std::make_move_iterator(items.end()));
         return;
       }
       case kSetItem: {
@@ -386,6 +445,7 @@ class Reader {
   std::vector<PickleRef> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, PickleRef> memo_;
+  std::vector<PickleRef> containers_;  // every list and dict made, until STOP
 };
 
 }  // namespace
