@@ -217,4 +217,9 @@ cudacache_status cudacache_unregister_retry_hook(int handle) {
   return CUDACACHE_OK;
 }
 
+// Not in the public header: for tests only. The options are fixed at first use for the life
+// of a process; between test cases this starts afresh, so that a test binary also passes when
+// all its cases run in one process. Never call it while other threads use cudacache.
+CUDACACHE_API void cudacache_testing_reset(void) { Registry::instance().reset_for_testing(); }
+
 }  // extern "C"

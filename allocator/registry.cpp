@@ -88,6 +88,20 @@ std::vector<DeviceAllocator*> Registry::created() const {
   return result;
 }
 
+void Registry::reset_for_testing() {
+  MutexLock lock(mutex_);
+  ready_.store(false, std::memory_order_release);
+  for (int i = 0; i < device_count_; ++i) {
+    delete allocators_[static_cast<std::size_t>(i)].exchange(nullptr);
+  }
+  allocators_.reset();
+  device_count_ = 0;
+  started_ = false;
+  configured_.clear();
+  options_ = Options();
+  hooks_ = std::make_shared<RetryHooks>();
+}
+
 std::string Registry::config_help() {
   MutexLock lock(mutex_);
   if (started_) return options_.describe();

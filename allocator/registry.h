@@ -28,9 +28,16 @@ class Registry {
   DeviceAllocator& device(int device);
   // The allocators created so far.
   std::vector<DeviceAllocator*> created() const;
-  RetryHooks& hooks() { return *hooks_; }
+  RetryHooks& hooks() CUDACACHE_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    return *hooks_;
+  }
   // Effective options (those of first use, or what first use would take now) and their docs.
   std::string config_help();
+  // Tests only (cudacache_testing_reset): destroys every allocator (its cached memory goes back
+  // to the device), forgets the options, the configure() keys and the hooks. Not safe while
+  // another thread uses the registry.
+  void reset_for_testing();
 
  private:
   Registry();
@@ -44,7 +51,7 @@ class Registry {
   int device_count_ = 0;                                   // written once, under mutex_
   std::unique_ptr<std::atomic<DeviceAllocator*>[]> allocators_;  // device_count_ entries
   std::atomic<bool> ready_{false};                         // start() done: lock-free reads
-  std::shared_ptr<RetryHooks> hooks_;
+  std::shared_ptr<RetryHooks> hooks_ CUDACACHE_GUARDED_BY(mutex_);
 };
 
 }  // namespace cudacache

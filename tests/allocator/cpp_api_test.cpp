@@ -4,6 +4,8 @@
 #include <cudasim.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -17,14 +19,25 @@ static_assert(!std::is_copy_constructible_v<cudacache::DeviceBuffer>);
 static_assert(std::is_nothrow_move_constructible_v<cudacache::DeviceBuffer>);
 static_assert(std::is_base_of_v<std::bad_alloc, cudacache::OutOfMemoryError>);
 
+// Tests only, not in the public header (allocator/c_api.cpp).
+extern "C" void cudacache_testing_reset(void);
+
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 class CppApi : public ::testing::Test {
  protected:
+  // Each case starts from a process where cudacache was never used, as CTest runs it, also
+  // when the whole binary runs in one process.
   void SetUp() override {
     if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    unsetenv("CUDACACHE_CONF");
+    cudacache_testing_reset();
+  }
+  void TearDown() override {
+    unsetenv("CUDACACHE_CONF");
+    cudacache_testing_reset();
   }
 };
 
