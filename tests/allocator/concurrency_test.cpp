@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -44,6 +45,27 @@ class LiveRanges {
 
 constexpr int kThreads = 4;
 constexpr int kIterations = 5000;
+constexpr std::size_t kMaxLivePerThread = 16;
+
+// Marks the first and last bytes of a block with `tag` on `stream` (up to 64 each end) ...
+void mark(void* p, std::size_t size, unsigned char tag, cudaStream_t stream) {
+  const std::size_t edge = std::min<std::size_t>(size, 64);
+  auto* bytes = static_cast<unsigned char*>(p);
+  ASSERT_EQ(cudaMemsetAsync(bytes, tag, edge, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(bytes + size - edge, tag, edge, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+}
+
+// ... and checks them before the block is freed: a block that another thread was also given
+// (or that the allocator reused while live) shows another thread's tag.
+void expect_marked(void* p, std::size_t size, unsigned char tag) {
+  auto* bytes = static_cast<unsigned char*>(p);
+  for (std::size_t offset : {std::size_t{0}, size - 1}) {
+    unsigned char found = 0;
+    ASSERT_EQ(cudaMemcpy(&found, bytes + offset, 1, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(found, tag) << "block " << p << " byte " << offset << " overwritten";
+  }
+}
 
 TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
   if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
@@ -57,6 +79,10 @@ TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
       while (!done.load()) {
         const MemoryStats s = allocator.stats();
         EXPECT_GE(s.reserved_bytes[kAllPools].current, s.allocated_bytes[kAllPools].current);
+        EXPECT_LE(s.allocation[kAllPools].current,
+                  static_cast<std::int64_t>(kThreads * kMaxLivePerThread));
+        // Active blocks (allocated, or freed with events pending) hold what was asked of them.
+        EXPECT_GE(s.active_bytes[kAllPools].current, s.requested_bytes[kAllPools].current);
         if (s.allocation[kAllPools].current % 7 == 0) allocator.empty_cache();
         std::this_thread::yield();
       }
@@ -67,14 +93,16 @@ TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
         std::mt19937 random(static_cast<unsigned>(t + 11));
         std::vector<std::pair<void*, std::size_t>> mine;
         for (int i = 0; i < kIterations; ++i) {
-          if (mine.size() < 16 && random() % 3 != 0) {
+          if (mine.size() < kMaxLivePerThread && random() % 3 != 0) {
             const std::size_t size = std::size_t{1} << (random() % 25);
             void* p = allocator.allocate(size, streams[t]);
             ranges.add(p, size);
+            mark(p, size, static_cast<unsigned char>(t + 1), streams[t]);
             if (random() % 5 == 0) allocator.record_stream(p, streams[(t + 1) % kThreads]);
             mine.emplace_back(p, size);
           } else if (!mine.empty()) {
             const std::size_t index = random() % mine.size();
+            expect_marked(mine[index].first, mine[index].second, static_cast<unsigned char>(t + 1));
             ranges.remove(mine[index].first);
             allocator.deallocate(mine[index].first);
             mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(index));
@@ -107,7 +135,11 @@ TEST(Concurrency, ThreadsShareTheCApi) {
         const auto size = static_cast<ssize_t>(1 + random() % (4 << 20));
         void* p = cudacache_malloc(size, 0, nullptr);
         ASSERT_NE(p, nullptr) << cudacache_last_error();
+        const auto tag = static_cast<unsigned char>(t + 1);
+        mark(p, static_cast<std::size_t>(size), tag, nullptr);
         if (i % 50 == 0) cudacache_empty_cache();
+        std::this_thread::yield();  // let the other threads allocate meanwhile
+        expect_marked(p, static_cast<std::size_t>(size), tag);
         cudacache_free(p, size, 0, nullptr);
       }
     });

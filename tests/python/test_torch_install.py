@@ -342,9 +342,15 @@ class OutOfMemoryTest(InstallTestCase):
         self.assertIn("out of memory", str(caught.exception).lower())
 
     def test_raise_on_oom_is_silent_when_allocations_succeed(self):
+        cudacache_torch.install()
+        before = cudacache.memory_allocated(0)
         with cudacache_torch.raise_on_oom():
             ptr = self.alloc_fn(4096, 0, None)
+        self.assertIsInstance(ptr, int)
+        self.assertNotEqual(ptr, 0)
+        self.assertEqual(cudacache.memory_allocated(0), before + 4096)
         self.free_fn(ptr, 4096, 0, None)
+        self.assertEqual(cudacache.memory_allocated(0), before)
 
     def test_raise_on_oom_lets_other_errors_through(self):
         with self.assertRaises(KeyError):
