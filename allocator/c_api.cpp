@@ -37,7 +37,8 @@ cudacache_status guarded(Fn&& fn) noexcept {
     return record_failure(CUDACACHE_INTERNAL, "cudacache: host memory exhausted");
   } catch (const std::exception& error) {
     logger().error("internal error: {}", error.what());
-    return record_failure(CUDACACHE_INTERNAL, std::string("cudacache: internal error: ") + error.what());
+    return record_failure(CUDACACHE_INTERNAL,
+                          std::string("cudacache: internal error: ") + error.what());
   } catch (...) {
     return record_failure(CUDACACHE_INTERNAL, "cudacache: unknown internal error");
   }
@@ -98,7 +99,8 @@ const char* cudacache_last_error(void) { return cudacache::last_error.c_str(); }
 cudacache_status cudacache_allocate(void** out, size_t size, int device, cudaStream_t stream) {
   if (out == nullptr) return cudacache::invalid_argument("cudacache_allocate: out is NULL");
   *out = nullptr;
-  return cudacache::guarded([&] { *out = Registry::instance().device(device).allocate(size, stream); });
+  return cudacache::guarded(
+      [&] { *out = Registry::instance().device(device).allocate(size, stream); });
 }
 
 void* cudacache_malloc(ssize_t size, int device, cudaStream_t stream) {
@@ -159,9 +161,8 @@ cudacache_status cudacache_reset_accumulated_memory_stats(int device) {
 
 int cudacache_memory_stats_json(int device, char* buf, size_t len) {
   std::string text;
-  const cudacache_status status = cudacache::guarded([&] {
-    text = cudacache::DeviceStats::to_json(Registry::instance().device(device).stats());
-  });
+  const cudacache_status status = cudacache::guarded(
+      [&] { text = cudacache::DeviceStats::to_json(Registry::instance().device(device).stats()); });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 

@@ -41,8 +41,8 @@ void record_stream(void* ptr, cudaStream_t stream) {
   }
   char text[32];
   std::snprintf(text, sizeof text, "%p", ptr);
-  throw Error(CUDACACHE_UNKNOWN_POINTER,
-              std::string("cudacache: record_stream on ") + text + ", which cudacache did not allocate");
+  throw Error(CUDACACHE_UNKNOWN_POINTER, std::string("cudacache: record_stream on ") + text +
+                                             ", which cudacache did not allocate");
 }
 
 void empty_cache() {
@@ -61,7 +61,9 @@ std::string memory_stats_json(int device) {
   return DeviceStats::to_json(Registry::instance().device(device).stats());
 }
 
-std::string snapshot_json(int device) { return Registry::instance().device(device).snapshot_json(); }
+std::string snapshot_json(int device) {
+  return Registry::instance().device(device).snapshot_json();
+}
 
 void record_history(std::size_t max_entries, int device) {
   Registry::instance().device(device).record_history(max_entries);

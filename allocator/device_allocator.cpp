@@ -85,10 +85,9 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                                        " (" + std::to_string(count) + " devices)");
   }
   if (backend != nullptr && backend->device() != device) {
-    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: a segment backend of device " +
-                                         std::to_string(backend->device()) +
-                                         " handed to the allocator of device " +
-                                         std::to_string(device));
+    fail(CUDACACHE_INVALID_ARGUMENT,
+         "cudacache: a segment backend of device " + std::to_string(backend->device()) +
+             " handed to the allocator of device " + std::to_string(device));
   }
   backend_ = backend ? std::move(backend) : make_segment_backend(device, options_.wants_pages());
   expandable_ = options_.wants_pages() && backend_->page_granularity() > 0;
@@ -98,8 +97,8 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
     std::size_t total_bytes = 0;
     const cudaError_t error = device_api::memory_info(device_, &free_bytes, &total_bytes);
     if (error != cudaSuccess) {
-      fail(CUDACACHE_CUDA_ERROR, std::string("cudacache: cudaMemGetInfo failed: ") +
-                                     device_api::error_string(error));
+      fail(CUDACACHE_CUDA_ERROR,
+           std::string("cudacache: cudaMemGetInfo failed: ") + device_api::error_string(error));
     }
     allowed_maximum_ = static_cast<std::size_t>(options_.per_process_memory_fraction.value *
                                                 static_cast<double>(total_bytes));
@@ -115,8 +114,8 @@ DeviceAllocator::~DeviceAllocator() {
   MutexLock lock(mutex_);
   // The callbacks of events_ run inside its calls, with mutex_ held; clang's analysis cannot
   // follow a lambda there, hence NO_THREAD_SAFETY_ANALYSIS on each.
-  events_.synchronize_all(
-      [this](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
+  events_.synchronize_all([this](Block* block)
+                              CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
   if (!allocated_.empty()) {
     logger().warn("device {}: allocator destroyed with {} live allocations", device_,
                   allocated_.size());
@@ -168,8 +167,8 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   if (block == nullptr) {
     stats_.values().num_ooms += 1;
     const OomReport report = make_report(request);
-    record_event(HistoryAction::kOom, report.device_free_bytes, request.size, 0,
-                 request.requested, request.stream);
+    record_event(HistoryAction::kOom, report.device_free_bytes, request.size, 0, request.requested,
+                 request.stream);
     std::string message = describe_oom(report, options_);
     logger().warn("{}", message);
     throw OutOfMemoryError(report, std::move(message));
@@ -376,7 +375,8 @@ void DeviceAllocator::process_events() {
   const cudaError_t error = events_.process_ready(
       [this](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
   if (error != cudaSuccess) {
-    logger().error("device {}: cudaEventQuery failed: {}", device_, device_api::error_string(error));
+    logger().error("device {}: cudaEventQuery failed: {}", device_,
+                   device_api::error_string(error));
   }
 }
 
@@ -416,10 +416,11 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   DeviceStats::increase(stats.allocated_bytes, kind, as_signed(block->size));
   DeviceStats::increase(stats.active, kind, 1);
   DeviceStats::increase(stats.active_bytes, kind, as_signed(block->size));
-  peak_active_bytes_ = std::max(
-      peak_active_bytes_, static_cast<std::size_t>(stats.active_bytes[kAllPools].current));
+  peak_active_bytes_ =
+      std::max(peak_active_bytes_, static_cast<std::size_t>(stats.active_bytes[kAllPools].current));
   DeviceStats::increase(stats.requested_bytes, kind, as_signed(block->requested_size));
-  if (block->size >= options_.max_split_size()) DeviceStats::increase(stats.oversize_allocations, 1);
+  if (block->size >= options_.max_split_size())
+    DeviceStats::increase(stats.oversize_allocations, 1);
   record_event(HistoryAction::kAlloc, block->address, block->requested_size, block->size, 0,
                block->stream);
   return block->pointer();
@@ -444,16 +445,16 @@ void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> r
   MutexLock lock(mutex_);
   const auto it = allocated_.find(ptr);
   if (it == allocated_.end()) {
-    fail(CUDACACHE_UNKNOWN_POINTER, "cudacache: free of " + pointer_text(ptr) +
-                                        ", which is not allocated on device " +
-                                        std::to_string(device_) + " (never allocated, or already freed)");
+    fail(CUDACACHE_UNKNOWN_POINTER,
+         "cudacache: free of " + pointer_text(ptr) + ", which is not allocated on device " +
+             std::to_string(device_) + " (never allocated, or already freed)");
   }
   Block* block = it->second;
   if (requested_size && *requested_size != block->requested_size) {
-    fail(CUDACACHE_INVALID_ARGUMENT,
-         "cudacache: free of " + pointer_text(ptr) + " with size " +
-             std::to_string(*requested_size) + " bytes, but it was allocated with " +
-             std::to_string(block->requested_size) + " bytes");
+    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: free of " + pointer_text(ptr) + " with size " +
+                                         std::to_string(*requested_size) +
+                                         " bytes, but it was allocated with " +
+                                         std::to_string(block->requested_size) + " bytes");
   }
   release_allocation(take_allocated(it));
 }
@@ -469,11 +470,12 @@ void DeviceAllocator::release_allocation(Block* block) {
   MemoryStats& stats = stats_.values();
   const PoolKind kind = block->segment->pool;
   block->allocated = false;
-  record_event(HistoryAction::kFreeRequested, block->address, block->requested_size, block->size,
-               0, block->stream);
+  record_event(HistoryAction::kFreeRequested, block->address, block->requested_size, block->size, 0,
+               block->stream);
   DeviceStats::decrease(stats.allocation, kind, 1);
   DeviceStats::decrease(stats.allocated_bytes, kind, as_signed(block->size));
-  if (block->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_allocations, 1);
+  if (block->size >= options_.max_split_size())
+    DeviceStats::decrease(stats.oversize_allocations, 1);
   // Note [Per-thread default streams]: cudaStreamPerThread is one handle, and so one pool key,
   // for every thread's own stream. A block freed on it waits, like a record_stream use, for an
   // event on the freeing thread's stream, so that no other thread reuses it while that
@@ -523,10 +525,14 @@ void DeviceAllocator::free_block(Block* block) {
     split_bytes_change += as_signed(block->size);
   }
   if (expandable_) split_blocks_change = split_bytes_change = 0;  // not kept (PyTorch)
-  if (split_blocks_change > 0) DeviceStats::increase(stats.inactive_split, kind, split_blocks_change);
-  if (split_blocks_change < 0) DeviceStats::decrease(stats.inactive_split, kind, -split_blocks_change);
-  if (split_bytes_change > 0) DeviceStats::increase(stats.inactive_split_bytes, kind, split_bytes_change);
-  if (split_bytes_change < 0) DeviceStats::decrease(stats.inactive_split_bytes, kind, -split_bytes_change);
+  if (split_blocks_change > 0)
+    DeviceStats::increase(stats.inactive_split, kind, split_blocks_change);
+  if (split_blocks_change < 0)
+    DeviceStats::decrease(stats.inactive_split, kind, -split_blocks_change);
+  if (split_bytes_change > 0)
+    DeviceStats::increase(stats.inactive_split_bytes, kind, split_bytes_change);
+  if (split_bytes_change < 0)
+    DeviceStats::decrease(stats.inactive_split_bytes, kind, -split_bytes_change);
   DeviceStats::decrease(stats.active, kind, 1);
   DeviceStats::decrease(stats.active_bytes, kind, as_signed(original_size));
   DeviceStats::decrease(stats.requested_bytes, kind, as_signed(requested));
@@ -622,7 +628,8 @@ void DeviceAllocator::record_history(std::size_t max_entries) {
   if (max_entries > kMaxHistoryEntries) {
     fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: record_history of " + std::to_string(max_entries) +
                                          " entries is above the maximum " +
-                                         std::to_string(kMaxHistoryEntries) + " (0 stops recording)");
+                                         std::to_string(kMaxHistoryEntries) +
+                                         " (0 stops recording)");
   }
   MutexLock lock(mutex_);
   if (max_entries == 0) {
@@ -684,7 +691,8 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
   const cudaError_t error =
       device_api::memory_info(device_, &report.device_free_bytes, &report.device_total_bytes);
   if (error != cudaSuccess) {
-    logger().error("device {}: cudaMemGetInfo failed: {}", device_, device_api::error_string(error));
+    logger().error("device {}: cudaMemGetInfo failed: {}", device_,
+                   device_api::error_string(error));
   }
   report.allocated_bytes =
       static_cast<std::size_t>(stats_.values().allocated_bytes[kAllPools].current);
@@ -692,8 +700,8 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
   report.reserved_unallocated_bytes = reserved_total_ - report.allocated_bytes;
   report.largest_free_cached_block =
       std::max(small_pool_.largest_free_block(), large_pool_.largest_free_block());
-  report.fragmentation =
-      fragmentation(report.reserved_bytes, report.allocated_bytes, report.largest_free_cached_block);
+  report.fragmentation = fragmentation(report.reserved_bytes, report.allocated_bytes,
+                                       report.largest_free_cached_block);
   report.fraction_cap_hit = request.fraction_cap_hit;
   for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
     for (const Block* block : pool->free_blocks()) {

@@ -8,13 +8,13 @@
 #include "block_pool.h"
 #include "device_stats.h"
 #include "history.h"
+#include "mutex.h"
 #include "options.h"
 #include "retry_hooks.h"
 #include "segment.h"
 #include "segment_backend.h"
 #include "snapshot.h"
 #include "stream_events.h"
-#include "mutex.h"
 #include "thread_annotations.h"
 
 #include <cudacache/cudacache.hpp>
@@ -105,8 +105,7 @@ class DeviceAllocator {
   // first, created as pages of `page_size` for the rest (moved pages left over go back to the
   // device first); false when the device is full (*pages has what was found).
   bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
-                  std::vector<Page>* pages)
-      CUDACACHE_REQUIRES(mutex_);
+                  std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
   bool device_has_room(std::size_t bytes) const CUDACACHE_REQUIRES(mutex_);
   // Unmaps the whole pages inside [address, address + size) of a free block (all of it by
   // default), releasing them or handing them to *kept; returns the unmapped block, or nullptr.
@@ -152,8 +151,8 @@ class DeviceAllocator {
   const std::shared_ptr<RetryHooks> hooks_;
   std::unique_ptr<SegmentBackend> backend_;  // set once, in the constructor
   bool expandable_ = false;                  // set once
-  bool moves_pages_ = false;  // cudacache's policy (Note [Moving pages]); set once
-  std::size_t allowed_maximum_ = SIZE_MAX;  // per_process_memory_fraction cap; set once
+  bool moves_pages_ = false;                 // cudacache's policy (Note [Moving pages]); set once
+  std::size_t allowed_maximum_ = SIZE_MAX;   // per_process_memory_fraction cap; set once
 
   mutable Mutex mutex_;
   BlockPool small_pool_ CUDACACHE_GUARDED_BY(mutex_){PoolKind::kSmall};
@@ -166,7 +165,7 @@ class DeviceAllocator {
   DeviceStats stats_ CUDACACHE_GUARDED_BY(mutex_);
   std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
-  std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);  // during one allocation only
+  std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);       // during one allocation only
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);

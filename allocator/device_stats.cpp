@@ -38,9 +38,7 @@ constexpr std::array<std::pair<std::string_view, std::int64_t MemoryStats::*>, 6
 
 constexpr std::array<std::string_view, kNumStatPools> kPoolNames{"all", "small_pool", "large_pool"};
 
-std::size_t pool_index(PoolKind pool) {
-  return pool == PoolKind::kSmall ? kSmallPool : kLargePool;
-}
+std::size_t pool_index(PoolKind pool) { return pool == PoolKind::kSmall ? kSmallPool : kLargePool; }
 
 template <typename Fn>
 void for_each_stat(MemoryStats& stats, Fn&& fn) {
@@ -101,7 +99,8 @@ std::string DeviceStats::to_json(const MemoryStats& stats) {
   json.begin_object();
   for (const auto& [name, member] : kArrays) {
     for (std::size_t pool = 0; pool < kNumStatPools; ++pool) {
-      write_stat(json, std::string(name) + "." + std::string(kPoolNames[pool]), (stats.*member)[pool]);
+      write_stat(json, std::string(name) + "." + std::string(kPoolNames[pool]),
+                 (stats.*member)[pool]);
     }
   }
   for (const auto& [name, member] : kSingles) write_stat(json, std::string(name), stats.*member);

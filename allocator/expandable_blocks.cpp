@@ -75,8 +75,8 @@ bool has_space(const Block* block, std::size_t size) {
 
 [[noreturn]] void fail_device_call(int device, const char* what, cudaError_t error) {
   const std::string message = std::string("cudacache: ") + what + " on device " +
-                              std::to_string(device) + " failed: " +
-                              device_api::error_string(error);
+                              std::to_string(device) +
+                              " failed: " + device_api::error_string(error);
   logger().error("{}", message);
   throw Error(CUDACACHE_CUDA_ERROR, message);
 }
@@ -140,8 +140,9 @@ Block* DeviceAllocator::find_expandable_block(const Request& request) {
   }
   const std::size_t page =
       pool.kind() == PoolKind::kSmall || moves_pages_ ? kSmallPage : kLargePage;
-  const std::size_t pages = std::max<std::size_t>(
-      {1, (total_bytes / 8 * kReservedEighths + page - 1) / page, (request.size + page - 1) / page});
+  const std::size_t pages =
+      std::max<std::size_t>({1, (total_bytes / 8 * kReservedEighths + page - 1) / page,
+                             (request.size + page - 1) / page});
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
   if (range == nullptr && error == cudaErrorMemoryAllocation) return nullptr;
@@ -332,8 +333,8 @@ Block* DeviceAllocator::unmap_block(Block* block, std::uintptr_t address, std::s
                                     std::vector<Page>* kept, bool stream_synchronized) {
   BlockPool& pool = pool_of(*block);
   AddressRange unmapped;
-  const cudaError_t error = block->segment->expandable->unmap(address, size, &unmapped, kept,
-                                                              stream_synchronized);
+  const cudaError_t error =
+      block->segment->expandable->unmap(address, size, &unmapped, kept, stream_synchronized);
   if (error != cudaSuccess) {
     logger().error("device {}: unmapping pages at {:#x} failed: {}", device_, block->address,
                    device_api::error_string(error));
@@ -360,8 +361,7 @@ Block* DeviceAllocator::unmap_block(Block* block, std::uintptr_t address, std::s
   reserved_total_ -= unmapped.size;
   DeviceStats::decrease(stats.reserved_bytes, pool.kind(), as_signed(unmapped.size));
   stats.num_device_free += 1;
-  record_event(HistoryAction::kSegmentUnmap, unmapped.address, unmapped.size, 0, 0,
-               block->stream);
+  record_event(HistoryAction::kSegmentUnmap, unmapped.address, unmapped.size, 0, 0, block->stream);
   return block;
 }
 

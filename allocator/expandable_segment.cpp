@@ -47,8 +47,7 @@ std::unique_ptr<ExpandableSegment> ExpandableSegment::reserve(SegmentBackend& ba
 }
 
 ExpandableSegment::ExpandableSegment(SegmentBackend& backend, std::uintptr_t base,
-                                     std::size_t page_size, std::size_t pages,
-                                     cudaStream_t stream)
+                                     std::size_t page_size, std::size_t pages, cudaStream_t stream)
     : backend_(backend),
       base_(base),
       size_(page_size * pages),
@@ -67,13 +66,11 @@ ExpandableSegment::~ExpandableSegment() {
   }
 }
 
-cudaError_t ExpandableSegment::map(std::uintptr_t address, std::size_t size,
-                                   AddressRange* mapped) {
+cudaError_t ExpandableSegment::map(std::uintptr_t address, std::size_t size, AddressRange* mapped) {
   *mapped = {};
   const std::uintptr_t first = base_ + (address - base_) / page_size_ * page_size_;
-  const std::uintptr_t last =
-      std::min(base_ + size_, base_ + (address + size - base_ + page_size_ - 1) / page_size_ *
-                                          page_size_);
+  const std::uintptr_t last = std::min(
+      base_ + size_, base_ + (address + size - base_ + page_size_ - 1) / page_size_ * page_size_);
   if (first >= last) return cudaSuccess;
   std::vector<Page> created;
   if (const cudaError_t error = create_pages(backend_, last - first, page_size_, &created);
@@ -154,8 +151,7 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     unmapped->size += page.size;
     if (kept != nullptr) {
       kept->push_back(page);
-    } else if (const cudaError_t error = backend_.release_page(page.handle);
-               error != cudaSuccess) {
+    } else if (const cudaError_t error = backend_.release_page(page.handle); error != cudaSuccess) {
       pages_.erase(it);  // unmapped, so no longer reserved, though the driver kept the page
       return error;
     }

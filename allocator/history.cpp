@@ -47,8 +47,13 @@ void AllocationHistory::start(std::size_t max_entries) {
 void AllocationHistory::record(HistoryAction action, std::uintptr_t address, std::size_t size,
                                std::size_t block_size, std::size_t requested_size,
                                std::uintptr_t stream) {
-  const HistoryEntry entry{action,         address, size, block_size,
-                           requested_size, stream,  (steady_ns() + wall_offset_ns_) / 1000};
+  const HistoryEntry entry{action,
+                           address,
+                           size,
+                           block_size,
+                           requested_size,
+                           stream,
+                           (steady_ns() + wall_offset_ns_) / 1000};
   if (ring_.size() < capacity_) {
     ring_.push_back(entry);
     return;

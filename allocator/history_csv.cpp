@@ -48,11 +48,8 @@ std::string history_to_csv(const std::vector<HistoryEntry>& entries,
         if (it->second.empty()) open_by_address.erase(it);
         break;
       }
-      case HistoryAction::kEmptyCache:
-        body.push_back({RowOp::kEmptyCache, 0});
-        break;
-      default:
-        break;
+      case HistoryAction::kEmptyCache: body.push_back({RowOp::kEmptyCache, 0}); break;
+      default: break;
     }
   }
   std::vector<LiveBlock> live_sorted = live;

@@ -9,10 +9,24 @@ namespace cudacache {
 
 class JsonWriter {
  public:
-  void begin_object() { separate(); text_ += '{'; first_ = true; }
-  void end_object() { text_ += '}'; first_ = false; }
-  void begin_array() { separate(); text_ += '['; first_ = true; }
-  void end_array() { text_ += ']'; first_ = false; }
+  void begin_object() {
+    separate();
+    text_ += '{';
+    first_ = true;
+  }
+  void end_object() {
+    text_ += '}';
+    first_ = false;
+  }
+  void begin_array() {
+    separate();
+    text_ += '[';
+    first_ = true;
+  }
+  void end_array() {
+    text_ += ']';
+    first_ = false;
+  }
 
   void key(std::string_view name) {
     separate();
@@ -20,11 +34,23 @@ class JsonWriter {
     text_ += ':';
     first_ = true;  // the value follows without a comma
   }
-  void value(std::string_view text) { separate(); append_string(text); }
+  void value(std::string_view text) {
+    separate();
+    append_string(text);
+  }
   void value(const char* text) { value(std::string_view(text)); }
-  void value(bool flag) { separate(); text_ += flag ? "true" : "false"; }
-  void value(std::int64_t number) { separate(); text_ += std::to_string(number); }
-  void value(std::uint64_t number) { separate(); text_ += std::to_string(number); }
+  void value(bool flag) {
+    separate();
+    text_ += flag ? "true" : "false";
+  }
+  void value(std::int64_t number) {
+    separate();
+    text_ += std::to_string(number);
+  }
+  void value(std::uint64_t number) {
+    separate();
+    text_ += std::to_string(number);
+  }
 
   template <typename T>
   void field(std::string_view name, const T& v) {

@@ -28,7 +28,8 @@ spdlog::logger& logger() {
   // the static core and the shared library may both be loaded in one process. Leaked on
   // purpose so that logging works during static destruction.
   static spdlog::logger* instance = [] {
-    auto* created = new spdlog::logger("cudacache", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    auto* created =
+        new spdlog::logger("cudacache", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     created->set_level(level_from_environment());
     created->set_pattern("[cudacache %l] %v");
     return created;

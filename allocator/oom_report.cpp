@@ -33,23 +33,23 @@ double fragmentation(std::size_t reserved, std::size_t allocated, std::size_t la
 std::string describe_oom(const OomReport& r, const Options& options) {
   char fragmentation_text[32];
   std::snprintf(fragmentation_text, sizeof fragmentation_text, "%.2f", r.fragmentation);
-  std::string text = "CUDA out of memory (cudacache). Tried to allocate " +
-                     format_size(r.requested_bytes) + " on device " + std::to_string(r.device) +
-                     ". Device " + std::to_string(r.device) + " has a total capacity of " +
-                     format_size(r.device_total_bytes) + " of which " +
-                     format_size(r.device_free_bytes) + " is free. Of the memory cudacache holds, " +
-                     format_size(r.allocated_bytes) + " is allocated and " +
-                     format_size(r.reserved_unallocated_bytes) +
-                     " is reserved but unallocated (reserved in total: " +
-                     format_size(r.reserved_bytes) + "); the largest free cached block is " +
-                     format_size(r.largest_free_cached_block) + ", fragmentation " +
-                     fragmentation_text +
-                     " (1 - largest free cached block / reserved but unallocated).";
+  std::string text =
+      "CUDA out of memory (cudacache). Tried to allocate " + format_size(r.requested_bytes) +
+      " on device " + std::to_string(r.device) + ". Device " + std::to_string(r.device) +
+      " has a total capacity of " + format_size(r.device_total_bytes) + " of which " +
+      format_size(r.device_free_bytes) + " is free. Of the memory cudacache holds, " +
+      format_size(r.allocated_bytes) + " is allocated and " +
+      format_size(r.reserved_unallocated_bytes) +
+      " is reserved but unallocated (reserved in total: " + format_size(r.reserved_bytes) +
+      "); the largest free cached block is " + format_size(r.largest_free_cached_block) +
+      ", fragmentation " + fragmentation_text +
+      " (1 - largest free cached block / reserved but unallocated).";
   if (r.free_on_other_streams_bytes > 0) {
     text += ' ';
     text += format_size(r.free_on_other_streams_bytes);
-    text += " of the free cached memory belongs to other streams (a cached block is reused "
-            "only on the stream that allocated it).";
+    text +=
+        " of the free cached memory belongs to other streams (a cached block is reused "
+        "only on the stream that allocated it).";
   }
   if (r.pages) {
     text += " Reserved memory is mapped pages; " + format_size(r.free_in_partial_pages_bytes) +
@@ -67,23 +67,27 @@ std::string describe_oom(const OomReport& r, const Options& options) {
     text += " Raise per_process_memory_fraction, or free memory.";
   } else if (r.free_on_other_streams_bytes * 2 > r.reserved_unallocated_bytes) {
     // What is cached is not this stream's: no split setting or empty_cache() helps.
-    text += " Allocate on the stream that freed the memory, or free the tensors that keep "
-            "those streams' segments in use.";
+    text +=
+        " Allocate on the stream that freed the memory, or free the tensors that keep "
+        "those streams' segments in use.";
   } else if (r.pages) {  // max_split_size and empty_cache cannot free partial pages
-    text += " Free tensors you no longer need (the pages they free can be moved), reduce the "
-            "batch size, or register a retry hook that releases memory.";
+    text +=
+        " Free tensors you no longer need (the pages they free can be moved), reduce the "
+        "batch size, or register a retry hook that releases memory.";
   } else if (r.reserved_unallocated_bytes >= r.requested_bytes) {
-    text += " Reserved but unallocated memory is large enough for the request but not "
-            "contiguous: CUDACACHE_CONF=expandable_segments:True avoids this fragmentation; "
-            "or set max_split_size_mb:" +
-            std::to_string(suggested_split_mb) +
-            " so that large cached blocks are not split, or call empty_cache() between phases.";
+    text +=
+        " Reserved but unallocated memory is large enough for the request but not "
+        "contiguous: CUDACACHE_CONF=expandable_segments:True avoids this fragmentation; "
+        "or set max_split_size_mb:" +
+        std::to_string(suggested_split_mb) +
+        " so that large cached blocks are not split, or call empty_cache() between phases.";
   } else if (r.fragmentation > 0.5) {
     text += " The cached free memory is fragmented: CUDACACHE_CONF=max_split_size_mb:" +
             std::to_string(suggested_split_mb) + " limits splitting of large blocks.";
   } else {
-    text += " Free tensors you no longer need, reduce the batch size, or register a retry hook "
-            "that releases memory.";
+    text +=
+        " Free tensors you no longer need, reduce the batch size, or register a retry hook "
+        "that releases memory.";
   }
   return text;
 }

@@ -80,10 +80,8 @@ std::string SplitSizeLimit::parse(std::string_view text) {
   // (not as a negative number); anything larger is 'unlimited'.
   constexpr std::size_t kLargestMb = static_cast<std::size_t>(PTRDIFF_MAX) / kMiB;
   std::size_t megabytes = 0;
-  if (!parse_unsigned(text, &megabytes) || megabytes < kMinSplitSizeMb ||
-      megabytes > kLargestMb) {
-    return "an integer number of MiB from 20 to " + std::to_string(kLargestMb) +
-           ", or 'unlimited'";
+  if (!parse_unsigned(text, &megabytes) || megabytes < kMinSplitSizeMb || megabytes > kLargestMb) {
+    return "an integer number of MiB from 20 to " + std::to_string(kLargestMb) + ", or 'unlimited'";
   }
   bytes = megabytes * kMiB;
   return {};
@@ -133,8 +131,8 @@ std::string RoundupDivisions::parse(std::string_view text) {
     if (!parse_unsigned(boundary_text, &boundary) || !std::has_single_bit(boundary)) {
       return accepted;
     }
-    const std::size_t index =
-        std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(boundary)) - 1, kIntervals - 1);
+    const std::size_t index = std::min<std::size_t>(
+        static_cast<std::size_t>(std::bit_width(boundary)) - 1, kIntervals - 1);
     if (first) {
       std::fill(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(index), value);
       first = false;
@@ -255,14 +253,14 @@ void Options::apply(std::string_view config) {
     }
     const std::string_view value = trim(entry.substr(colon + 1));
     bool known = false;
-#define CUDACACHE_OPTION(name, Type, default_value, doc)                                     \
-  if (key == #name) {                                                                        \
-    known = true;                                                                            \
-    const std::string expected = updated.name.parse(value);                                  \
-    if (!expected.empty()) {                                                                 \
-      config_error("invalid value '" + std::string(value) + "' for " #name ": expected " +  \
-                   expected);                                                                \
-    }                                                                                        \
+#define CUDACACHE_OPTION(name, Type, default_value, doc)                                   \
+  if (key == #name) {                                                                      \
+    known = true;                                                                          \
+    const std::string expected = updated.name.parse(value);                                \
+    if (!expected.empty()) {                                                               \
+      config_error("invalid value '" + std::string(value) + "' for " #name ": expected " + \
+                   expected);                                                              \
+    }                                                                                      \
   }
 #include "options.inc"
 #undef CUDACACHE_OPTION
@@ -297,7 +295,7 @@ std::string Options::to_config_string() const {
 
 std::string Options::describe() const {
   std::string text = "cudacache options (CUDACACHE_CONF=\"key:value,...\"):\n";
-#define CUDACACHE_OPTION(name, Type, default_value, doc)                                   \
+#define CUDACACHE_OPTION(name, Type, default_value, doc)                                         \
   text += "  " #name " = " + name.to_string() + " (default " + Type(default_value).to_string() + \
           ")\n      " doc "\n";
 #include "options.inc"
@@ -307,7 +305,8 @@ std::string Options::describe() const {
 
 std::string Options::valid_keys() {
   std::string text;
-#define CUDACACHE_OPTION(name, Type, default_value, doc) text += (text.empty() ? "" : ", ") + std::string(#name);
+#define CUDACACHE_OPTION(name, Type, default_value, doc) \
+  text += (text.empty() ? "" : ", ") + std::string(#name);
 #include "options.inc"
 #undef CUDACACHE_OPTION
   return text;

@@ -19,7 +19,8 @@ void Registry::configure(std::string_view config) {
   if (started_) {
     throw Error(CUDACACHE_CONFIG,
                 "cudacache_configure must be called before the first allocation; the options "
-                "are fixed at first use (" + options_.to_config_string() + ")");
+                "are fixed at first use (" +
+                    options_.to_config_string() + ")");
   }
   Options check;
   check.apply(config);  // throws with the offending key or value
@@ -41,8 +42,8 @@ void Registry::start() {
   if (started_) return;
   options_ = pending_options();
   device_count_ = device_api::device_count();
-  allocators_ = std::make_unique<std::atomic<DeviceAllocator*>[]>(
-      static_cast<std::size_t>(device_count_));
+  allocators_ =
+      std::make_unique<std::atomic<DeviceAllocator*>[]>(static_cast<std::size_t>(device_count_));
   for (int i = 0; i < device_count_; ++i) allocators_[static_cast<std::size_t>(i)] = nullptr;
   started_ = true;
   ready_.store(true, std::memory_order_release);

@@ -48,9 +48,9 @@ class Registry {
   bool started_ CUDACACHE_GUARDED_BY(mutex_) = false;
   std::string configured_ CUDACACHE_GUARDED_BY(mutex_);  // keys from configure()
   Options options_ CUDACACHE_GUARDED_BY(mutex_);
-  int device_count_ = 0;                                   // written once, under mutex_
+  int device_count_ = 0;                                         // written once, under mutex_
   std::unique_ptr<std::atomic<DeviceAllocator*>[]> allocators_;  // device_count_ entries
-  std::atomic<bool> ready_{false};                         // start() done: lock-free reads
+  std::atomic<bool> ready_{false};                               // start() done: lock-free reads
   std::shared_ptr<RetryHooks> hooks_ CUDACACHE_GUARDED_BY(mutex_);
 };
 

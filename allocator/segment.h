@@ -31,8 +31,8 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the segment
   Block* next = nullptr;
   bool allocated = false;
-  bool mapped = true;  // false only for the unmapped stretches of an expandable segment
-  int pending_events = 0;                 // stream events still to complete after free
+  bool mapped = true;      // false only for the unmapped stretches of an expandable segment
+  int pending_events = 0;  // stream events still to complete after free
   std::vector<cudaStream_t> stream_uses;  // extra streams from record_stream
   std::uint64_t gc_count_base = 0;        // pool's free-index search count when it became free
   // Order of the segment's creation (1, 2, ... per device); every block of a segment carries
@@ -48,7 +48,7 @@ struct Segment {
   std::size_t size = 0;
   cudaStream_t stream = nullptr;
   PoolKind pool = PoolKind::kLarge;
-  Block* head = nullptr;  // the block at base
+  Block* head = nullptr;                          // the block at base
   std::unique_ptr<ExpandableSegment> expandable;  // the pages of an expandable segment, else null
 };
 

@@ -24,7 +24,9 @@ cudaError_t SegmentBackend::map(std::uintptr_t, std::size_t, PageHandle) {
   return cudaErrorNotSupported;
 }
 cudaError_t SegmentBackend::unmap(std::uintptr_t, std::size_t) { return cudaErrorNotSupported; }
-cudaError_t SegmentBackend::set_access(std::uintptr_t, std::size_t) { return cudaErrorNotSupported; }
+cudaError_t SegmentBackend::set_access(std::uintptr_t, std::size_t) {
+  return cudaErrorNotSupported;
+}
 
 namespace {
 
@@ -88,15 +90,15 @@ std::unique_ptr<SegmentBackend> make_segment_backend(int device, bool want_pages
       if (error == cudaSuccess && granularity > 0) {
         return std::make_unique<VmmSegmentBackend>(device, granularity);
       }
-      why = std::string("cuMemGetAllocationGranularity failed: ") +
-            device_api::error_string(error);
+      why = std::string("cuMemGetAllocationGranularity failed: ") + device_api::error_string(error);
     }
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
-      logger().warn("driver-VMM pages (cudacache's policy, expandable segments) need the "
-                    "driver's virtual memory API, which is not available ({}); using "
-                    "PyTorch's native policy on cudaMalloc segments instead",
-                    why);
+      logger().warn(
+          "driver-VMM pages (cudacache's policy, expandable segments) need the "
+          "driver's virtual memory API, which is not available ({}); using "
+          "PyTorch's native policy on cudaMalloc segments instead",
+          why);
     }
   }
   return std::make_unique<MallocSegmentBackend>(device);

@@ -15,7 +15,7 @@ inline constexpr std::size_t kSmallSize = std::size_t{1} << 20;     // largest s
 inline constexpr std::size_t kSmallBuffer = std::size_t{2} << 20;   // small-pool segment
 inline constexpr std::size_t kLargeBuffer = std::size_t{20} << 20;  // large segment below 10 MiB
 inline constexpr std::size_t kMinLargeAlloc = std::size_t{10} << 20;
-inline constexpr std::size_t kRoundLarge = std::size_t{2} << 20;    // large segment granularity
+inline constexpr std::size_t kRoundLarge = std::size_t{2} << 20;  // large segment granularity
 // Expandable segments: page size per pool, and the reserved range per (stream, pool) in
 // eighths of the device's memory (PyTorch reserves 1 1/8 x so that every page fits).
 inline constexpr std::size_t kSmallPage = kSmallBuffer;

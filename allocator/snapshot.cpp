@@ -22,8 +22,7 @@ void write_trace_entry(JsonWriter& json, const HistoryEntry& entry) {
     case HistoryAction::kOom:
       json.field("requested_size", static_cast<std::uint64_t>(entry.requested_size));
       break;
-    default:
-      break;
+    default: break;
   }
   json.field("stream", static_cast<std::uint64_t>(entry.stream));
   json.field("time_us", entry.time_us);

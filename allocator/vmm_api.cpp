@@ -29,8 +29,8 @@ template <typename Function>
 void find(const char* name, Function* out, std::string* missing) {
   void* function = nullptr;
   cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t error = cudaGetDriverEntryPointByVersion(
-      name, &function, kEntryPointVersion, cudaEnableDefault, &status);
+  const cudaError_t error = cudaGetDriverEntryPointByVersion(name, &function, kEntryPointVersion,
+                                                             cudaEnableDefault, &status);
   if (error != cudaSuccess) cudaGetLastError();  // a query, not the application's error
   if (error != cudaSuccess || status != cudaDriverEntryPointSuccess || function == nullptr) {
     if (missing->empty()) *missing = name;

@@ -54,14 +54,11 @@ CUresult allocate(Function real, CUdeviceptr* dptr, size_t bytesize, cudaStream_
 template <typename Pass>
 CUresult finish_free(FreeResult result, Pass pass) {
   switch (result.outcome) {
-    case FreeOutcome::kNotOurs:
-      return pass();
+    case FreeOutcome::kNotOurs: return pass();
     case FreeOutcome::kInvalidPointer:
       return CUDA_ERROR_INVALID_VALUE;  // Note [Never pass our memory on]
-    case FreeOutcome::kFailed:
-      return CUDA_ERROR_INVALID_HANDLE;
-    case FreeOutcome::kFreed:
-      break;
+    case FreeOutcome::kFailed: return CUDA_ERROR_INVALID_HANDLE;
+    case FreeOutcome::kFreed: break;
   }
   return result.error == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
@@ -186,24 +183,15 @@ namespace {
 
 void* hook_of(Function function) {
   switch (function) {
-    case driver::kGetProcAddress:
-      return reinterpret_cast<void*>(&::cuGetProcAddress);
-    case driver::kGetProcAddressV2:
-      return reinterpret_cast<void*>(&::cuGetProcAddress_v2);
-    case driver::kMemAlloc:
-      return reinterpret_cast<void*>(&::cuMemAlloc_v2);
-    case driver::kMemFree:
-      return reinterpret_cast<void*>(&::cuMemFree_v2);
-    case driver::kMemAllocAsync:
-      return reinterpret_cast<void*>(&::cuMemAllocAsync);
-    case driver::kMemAllocAsyncPtsz:
-      return reinterpret_cast<void*>(&::cuMemAllocAsync_ptsz);
-    case driver::kMemFreeAsync:
-      return reinterpret_cast<void*>(&::cuMemFreeAsync);
-    case driver::kMemFreeAsyncPtsz:
-      return reinterpret_cast<void*>(&::cuMemFreeAsync_ptsz);
-    default:
-      return nullptr;
+    case driver::kGetProcAddress: return reinterpret_cast<void*>(&::cuGetProcAddress);
+    case driver::kGetProcAddressV2: return reinterpret_cast<void*>(&::cuGetProcAddress_v2);
+    case driver::kMemAlloc: return reinterpret_cast<void*>(&::cuMemAlloc_v2);
+    case driver::kMemFree: return reinterpret_cast<void*>(&::cuMemFree_v2);
+    case driver::kMemAllocAsync: return reinterpret_cast<void*>(&::cuMemAllocAsync);
+    case driver::kMemAllocAsyncPtsz: return reinterpret_cast<void*>(&::cuMemAllocAsync_ptsz);
+    case driver::kMemFreeAsync: return reinterpret_cast<void*>(&::cuMemFreeAsync);
+    case driver::kMemFreeAsyncPtsz: return reinterpret_cast<void*>(&::cuMemFreeAsync_ptsz);
+    default: return nullptr;
   }
 }
 

@@ -45,13 +45,11 @@ cudaError_t allocate(void** ptr, std::size_t size, cudaStream_t stream_key, Forw
 template <typename Forward>
 cudaError_t finish_free(FreeResult result, Forward forward) {
   switch (result.outcome) {
-    case FreeOutcome::kNotOurs:
-      return forward();
+    case FreeOutcome::kNotOurs: return forward();
     case FreeOutcome::kInvalidPointer:
       return real::record_invalid_free();  // Note [Never pass our memory on]
     case FreeOutcome::kFreed:
-    case FreeOutcome::kFailed:
-      break;
+    case FreeOutcome::kFailed: break;
   }
   return result.error;
 }

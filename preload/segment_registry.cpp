@@ -11,7 +11,6 @@
 #include <map>
 #include <new>
 
-
 namespace cudacache::preload {
 namespace {
 

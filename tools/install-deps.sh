@@ -9,7 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo_cmd apt-get update -qq
 # --clang adds clang and its sanitizer/libFuzzer runtimes, for the `clang` and `fuzz` presets (CI).
 extra=()
-if [ "${1:-}" = "--clang" ]; then extra=(clang libclang-rt-dev); fi
+if [ "${1:-}" = "--clang" ]; then extra=(clang libclang-rt-dev clang-format); fi
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
   cmake ninja-build g++ python3 python3-pytest \
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev "${extra[@]}" >/dev/null

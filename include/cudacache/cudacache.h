@@ -36,13 +36,13 @@ extern "C" {
 /* Result of every call that can fail. */
 typedef enum cudacache_status {
   CUDACACHE_OK = 0,
-  CUDACACHE_OUT_OF_MEMORY = 1,     /* the device (or per_process_memory_fraction) is full */
-  CUDACACHE_INVALID_ARGUMENT = 2,  /* negative/absurd size, size mismatch at free, NULL out */
-  CUDACACHE_INVALID_DEVICE = 3,    /* device ordinal out of range, stream of another device */
-  CUDACACHE_UNKNOWN_POINTER = 4,   /* not allocated by cudacache, or already freed */
-  CUDACACHE_CONFIG = 5,            /* bad configuration string, or configure after first use */
-  CUDACACHE_CUDA_ERROR = 6,        /* the CUDA runtime failed in an unexpected way */
-  CUDACACHE_INTERNAL = 7           /* a bug in cudacache */
+  CUDACACHE_OUT_OF_MEMORY = 1,    /* the device (or per_process_memory_fraction) is full */
+  CUDACACHE_INVALID_ARGUMENT = 2, /* negative/absurd size, size mismatch at free, NULL out */
+  CUDACACHE_INVALID_DEVICE = 3,   /* device ordinal out of range, stream of another device */
+  CUDACACHE_UNKNOWN_POINTER = 4,  /* not allocated by cudacache, or already freed */
+  CUDACACHE_CONFIG = 5,           /* bad configuration string, or configure after first use */
+  CUDACACHE_CUDA_ERROR = 6,       /* the CUDA runtime failed in an unexpected way */
+  CUDACACHE_INTERNAL = 7          /* a bug in cudacache */
 } cudacache_status;
 
 /* Static English name of a status ("CUDACACHE_OUT_OF_MEMORY"). */
@@ -112,13 +112,13 @@ CUDACACHE_API const char* cudacache_config_help(void);
 #define CUDACACHE_MAX_RETRY_ROUNDS 4
 typedef struct cudacache_oom_context {
   int device;
-  int round;                 /* 0 for the first round of hooks */
-  size_t requested_bytes;    /* as passed by the caller */
-  size_t allocated_bytes;    /* allocated_bytes.all.current */
-  size_t reserved_bytes;     /* reserved_bytes.all.current */
-  size_t device_free_bytes;  /* cudaMemGetInfo */
+  int round;                /* 0 for the first round of hooks */
+  size_t requested_bytes;   /* as passed by the caller */
+  size_t allocated_bytes;   /* allocated_bytes.all.current */
+  size_t reserved_bytes;    /* reserved_bytes.all.current */
+  size_t device_free_bytes; /* cudaMemGetInfo */
   size_t device_total_bytes;
-  void* user_data;           /* as given at registration */
+  void* user_data; /* as given at registration */
 } cudacache_oom_context;
 
 typedef bool (*cudacache_retry_hook)(const cudacache_oom_context* context);

@@ -179,7 +179,8 @@ TEST(BlockPool, AllocatorLargeRemainderRule) {
   // 19 MiB from a 20 MiB segment: remainder 1 MiB is not > 1 MiB, no split.
   void* a = allocator.allocate(19 * kMiB, nullptr);
   EXPECT_EQ(allocator.snapshot().segments.at(0).blocks.size(), 1u);
-  EXPECT_EQ(allocator.stats().allocated_bytes[kLargePool].current, static_cast<std::int64_t>(20 * kMiB));
+  EXPECT_EQ(allocator.stats().allocated_bytes[kLargePool].current,
+            static_cast<std::int64_t>(20 * kMiB));
   allocator.deallocate(a);
   // 18 MiB: remainder 2 MiB, split.
   void* b = allocator.allocate(18 * kMiB, nullptr);
@@ -209,29 +210,32 @@ TEST(BlockPool, AllocatorReusesBlocksOnlyOnTheirStream) {
 }
 
 // The pattern that made the qwen7b_layerwise_sparse_quant_calibration trace diverge from
-// PyTorch 2.15 (on cudasim) at its 82nd event: two free 196 MiB blocks, one the front of an older 392 MiB segment, one a whole newer segment.
-// PyTorch serves a 196 MiB request from the older segment whatever the addresses (cudasim's,
-// like the driver's, need not grow with age), so the 392 MiB segment stays [used, used] and a
-// later 392 MiB request needs a new segment: 3 cudaMallocs, 392 + 196 + 392 = 980 MiB. Ranking
-// by address alone picks the newer segment on a top-down address space; the 392 MiB segment
-// then merges back whole and serves the 392 MiB request: 2 cudaMallocs, 588 MiB.
+// PyTorch 2.15 (on cudasim) at its 82nd event: two free 196 MiB blocks, one the front of an older
+// 392 MiB segment, one a whole newer segment. PyTorch serves a 196 MiB request from the older
+// segment whatever the addresses (cudasim's, like the driver's, need not grow with age), so the 392
+// MiB segment stays [used, used] and a later 392 MiB request needs a new segment: 3 cudaMallocs,
+// 392 + 196 + 392 = 980 MiB. Ranking by address alone picks the newer segment on a top-down address
+// space; the 392 MiB segment then merges back whole and serves the 392 MiB request: 2 cudaMallocs,
+// 588 MiB.
 TEST(BlockPool, AllocatorBreaksSizeTiesByOlderSegment) {
   CUDACACHE_REQUIRE_CUDASIM();
-  DeviceAllocator allocator(0, pytorch_native("max_split_size_mb:unlimited,roundup_power2_divisions:1"));
-  constexpr std::size_t kHalf = 196 * kMiB;  // a multiple of 2 MiB: segments are exact
+  DeviceAllocator allocator(
+      0, pytorch_native("max_split_size_mb:unlimited,roundup_power2_divisions:1"));
+  constexpr std::size_t kHalf = 196 * kMiB;              // a multiple of 2 MiB: segments are exact
   void* whole = allocator.allocate(2 * kHalf, nullptr);  // segment 1: 392 MiB
   allocator.deallocate(whole);
   void* front = allocator.allocate(kHalf, nullptr);  // splits segment 1
   void* back = allocator.allocate(kHalf, nullptr);   // the rest of segment 1
   EXPECT_EQ(front, whole);
-  EXPECT_EQ(static_cast<char*>(back) - static_cast<char*>(front), static_cast<std::ptrdiff_t>(kHalf));
+  EXPECT_EQ(static_cast<char*>(back) - static_cast<char*>(front),
+            static_cast<std::ptrdiff_t>(kHalf));
   void* newer = allocator.allocate(kHalf, nullptr);  // segment 2: 196 MiB
   EXPECT_EQ(allocator.stats().num_device_alloc, 2);
   allocator.deallocate(newer);
   allocator.deallocate(front);  // free 196 MiB blocks: front of segment 1, all of segment 2
 
   void* again = allocator.allocate(kHalf, nullptr);
-  EXPECT_EQ(again, front);  // the older segment's block, at either address order
+  EXPECT_EQ(again, front);     // the older segment's block, at either address order
   allocator.deallocate(back);  // segment 1 is [again, free 196 MiB]: no 392 MiB block
   void* big = allocator.allocate(2 * kHalf, nullptr);
   MemoryStats stats = allocator.stats();

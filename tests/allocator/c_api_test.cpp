@@ -140,7 +140,8 @@ TEST_F(CApi, BadInputIsRejectedWithoutStateChange) {
   EXPECT_NE(std::string(cudacache_last_error()).find("invalid device"), std::string::npos);
   EXPECT_EQ(cudacache_memory_allocated(9), 0u);
   EXPECT_EQ(cudacache_history_csv(9, nullptr, 0), -1);
-  EXPECT_NE(std::string(cudacache_last_error()).find("invalid device ordinal 9"), std::string::npos);
+  EXPECT_NE(std::string(cudacache_last_error()).find("invalid device ordinal 9"),
+            std::string::npos);
   cudacache_free(live, 5000, 0, nullptr);
 }
 
@@ -169,7 +170,8 @@ TEST_F(CApi, HistoryIsRecordedOnRequestAndExported) {
   EXPECT_NE(snapshot.find("\"action\":\"empty_cache\""), std::string::npos);
   ASSERT_EQ(cudacache_record_history(0, 0), CUDACACHE_OK);  // stop: entries stay
   cudacache_free(before, 100, 0, nullptr);
-  EXPECT_EQ(cudacache_history_csv(0, nullptr, 0), needed - static_cast<int>(sizeof "alloc,0,100,0\n") + 1);
+  EXPECT_EQ(cudacache_history_csv(0, nullptr, 0),
+            needed - static_cast<int>(sizeof "alloc,0,100,0\n") + 1);
 }
 
 TEST_F(CApi, HistoryFromTheEnvironment) {
@@ -197,7 +199,8 @@ TEST_F(CApi, FreeWithWrongSizeAndDoubleFreeAreErrors) {
   ASSERT_NE(p, nullptr);
   const std::string before = state();
   cudacache_free(p, 4999, 0, nullptr);
-  EXPECT_NE(std::string(cudacache_last_error()).find("allocated with 5000 bytes"), std::string::npos)
+  EXPECT_NE(std::string(cudacache_last_error()).find("allocated with 5000 bytes"),
+            std::string::npos)
       << cudacache_last_error();
   EXPECT_EQ(state(), before);
   cudacache_free(p, -5, 0, nullptr);
@@ -215,7 +218,8 @@ TEST_F(CApi, FreeWithWrongSizeAndDoubleFreeAreErrors) {
 
 TEST_F(CApi, OutOfMemoryReturnsNullWithMessage) {
   EXPECT_EQ(cudacache_malloc(static_cast<ssize_t>(std::size_t{256} << 30), 0, nullptr), nullptr);
-  EXPECT_NE(std::string(cudacache_last_error()).find("Tried to allocate 256.00 GiB"), std::string::npos);
+  EXPECT_NE(std::string(cudacache_last_error()).find("Tried to allocate 256.00 GiB"),
+            std::string::npos);
   void* p = nullptr;
   EXPECT_EQ(cudacache_allocate(&p, std::size_t{256} << 30, 0, nullptr), CUDACACHE_OUT_OF_MEMORY);
   EXPECT_NE(stats_json().find("\"num_ooms\":2"), std::string::npos);
@@ -246,7 +250,8 @@ TEST_F(CApi, ConfigureBeforeFirstUseOnly) {
   ASSERT_NE(p, nullptr);
   EXPECT_NE(stats_json().find("\"oversize_allocations.current\":1"), std::string::npos);
   EXPECT_EQ(cudacache_configure("max_split_size_mb:128"), CUDACACHE_CONFIG);
-  EXPECT_NE(std::string(cudacache_last_error()).find("before the first allocation"), std::string::npos);
+  EXPECT_NE(std::string(cudacache_last_error()).find("before the first allocation"),
+            std::string::npos);
   cudacache_free(p, 100 << 20, 0, nullptr);
 }
 
@@ -299,7 +304,8 @@ TEST_F(CApi, BadEnvironmentFailsEveryCallWithTheReason) {
   void* p = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(cudacache_allocate(&p, 4096, 0, nullptr), CUDACACHE_CONFIG);
   EXPECT_EQ(p, nullptr);
-  EXPECT_NE(std::string(cudacache_last_error()).find("'4' for max_split_size_mb"), std::string::npos)
+  EXPECT_NE(std::string(cudacache_last_error()).find("'4' for max_split_size_mb"),
+            std::string::npos)
       << cudacache_last_error();
   EXPECT_EQ(cudacache_malloc(4096, 0, nullptr), nullptr);
   EXPECT_EQ(cudacache_memory_stats_json(0, nullptr, 0), -1);

@@ -1,8 +1,8 @@
 // The shared conformance suite: whole scenarios as a training loop sees them, checked against
 // cudasim's own counters, run once per configuration (INSTANTIATE_TEST_SUITE_P at the end:
 // cudaMalloc segments, PyTorch's expandable VMM segments and cudacache's own policy, with
-// history, max_split_size_mb and roundup_power2_divisions). A behaviour every configuration must have belongs here; one that
-// depends on a policy's layout belongs to that policy's own test file.
+// history, max_split_size_mb and roundup_power2_divisions). A behaviour every configuration must
+// have belongs here; one that depends on a policy's layout belongs to that policy's own test file.
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -333,8 +333,7 @@ TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAcc
     ASSERT_EQ(cudasim_set_capacity(device, 128 * kMiB), 0);
     ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
     for (int i = 1; i < 3; ++i) {
-      ASSERT_EQ(cudaStreamCreateWithFlags(&streams[device][i], cudaStreamNonBlocking),
-                cudaSuccess);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&streams[device][i], cudaStreamNonBlocking), cudaSuccess);
     }
   }
   {

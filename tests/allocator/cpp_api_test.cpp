@@ -10,8 +10,8 @@
 #include <future>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 static_assert(__cplusplus == 201703L, "this test checks the public header as C++17");
@@ -127,8 +127,7 @@ TEST_F(CppApi, HistoryRecordAndCsv) {
   cudacache::record_history(10);
   { cudacache::DeviceBuffer buffer(3000); }
   EXPECT_EQ(cudacache::history_csv(), "op,id,size,stream\nalloc,0,3000,0\nfree,0,3000,0\n");
-  EXPECT_NE(cudacache::snapshot_json(0).find("\"action\":\"free_completed\""),
-            std::string::npos);
+  EXPECT_NE(cudacache::snapshot_json(0).find("\"action\":\"free_completed\""), std::string::npos);
   cudacache::record_history(0);
   try {
     cudacache::record_history(10, 5);

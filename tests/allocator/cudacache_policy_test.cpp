@@ -13,8 +13,8 @@ namespace cudacache {
 namespace {
 
 using testing::reserved;
-using testing::sim_counters;
 using testing::sim_calls;
+using testing::sim_counters;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
@@ -63,8 +63,8 @@ TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
   {
     DeviceAllocator allocator(0, options());
     allocator.deallocate(allocator.allocate(40 * kMiB, nullptr));  // 40 MiB of pages, cached
-    ASSERT_EQ(cudasim_set_capacity(0, 32 * kMiB), 0);  // a new range would be 36 MiB
-    void* p = allocator.allocate(40 * kMiB, other);    // served by the pages moved
+    ASSERT_EQ(cudasim_set_capacity(0, 32 * kMiB), 0);              // a new range would be 36 MiB
+    void* p = allocator.allocate(40 * kMiB, other);                // served by the pages moved
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(cudaMemset(p, 3, 40 * kMiB), cudaSuccess);
     EXPECT_EQ(sim_calls().create, 2u);  // the two 20 MiB pages, created once

@@ -44,9 +44,9 @@ TEST(DeviceStats, JsonHasEveryPyTorchKeyOnce) {
     EXPECT_TRUE(keys.insert((*it)[1]).second) << "duplicate " << (*it)[1];
   }
   std::set<std::string> expected;
-  for (const char* name : {"allocation", "segment", "active", "inactive_split", "allocated_bytes",
-                           "reserved_bytes", "active_bytes", "inactive_split_bytes",
-                           "requested_bytes"}) {
+  for (const char* name :
+       {"allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+        "active_bytes", "inactive_split_bytes", "requested_bytes"}) {
     for (const char* pool : {"all", "small_pool", "large_pool"}) {
       for (const char* field : {"current", "peak", "allocated", "freed"}) {
         expected.insert(std::string(name) + "." + pool + "." + field);

@@ -13,8 +13,8 @@ namespace cudacache {
 namespace {
 
 using testing::reserved;
-using testing::sim_counters;
 using testing::sim_calls;
+using testing::sim_counters;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
@@ -34,7 +34,7 @@ class ExpandableSegments : public testing::SimulatedDeviceTest {
 TEST_F(ExpandableSegments, GrowsAtTheEndOfOneRangeInWholePages) {
   DeviceAllocator allocator(0, options());
   ASSERT_TRUE(allocator.expandable());
-  void* first = allocator.allocate(3 * kMiB, nullptr);  // maps one 20 MiB page
+  void* first = allocator.allocate(3 * kMiB, nullptr);    // maps one 20 MiB page
   void* second = allocator.allocate(18 * kMiB, nullptr);  // 17 MiB free + one more page
   EXPECT_EQ(static_cast<char*>(second), static_cast<char*>(first) + 3 * kMiB);
   const MemoryStats stats = allocator.stats();
@@ -133,7 +133,7 @@ TEST_F(ExpandableSegments, DeviceFullUnmapsAnotherStreamsPagesAndRetries) {
   {
     DeviceAllocator allocator(0, options());
     allocator.deallocate(allocator.allocate(80 * kMiB, other));  // 4 pages stay mapped
-    void* p = allocator.allocate(80 * kMiB, nullptr);  // needs them back
+    void* p = allocator.allocate(80 * kMiB, nullptr);            // needs them back
     const MemoryStats stats = allocator.stats();
     EXPECT_EQ(stats.num_alloc_retries, 1);
     EXPECT_EQ(stats.num_ooms, 0);

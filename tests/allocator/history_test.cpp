@@ -57,9 +57,8 @@ TEST(History, RingKeepsTheNewestEntries) {
   ASSERT_EQ(entries.size(), 5u);
   // The newest five of the 13: [free_requested(2), free_completed(2), alloc(3),
   // free_requested(3), free_completed(3)].
-  EXPECT_EQ(actions(entries), (std::vector<std::string>{"free_requested", "free_completed",
-                                                        "alloc", "free_requested",
-                                                        "free_completed"}));
+  EXPECT_EQ(actions(entries), (std::vector<std::string>{"free_requested", "free_completed", "alloc",
+                                                        "free_requested", "free_completed"}));
   EXPECT_EQ(entries[0].size, 1002u);
   EXPECT_EQ(entries[2].size, 1003u);
   EXPECT_EQ(entries[2].block_size, 1024u);
@@ -176,10 +175,10 @@ TEST(History, EmptyCacheRecordsItsSegmentFrees) {
   allocator.deallocate(large);
   allocator.empty_cache();
   const std::vector<HistoryEntry> entries = allocator.history();
-  ASSERT_EQ(actions(entries),
-            (std::vector<std::string>{"free_requested", "free_completed", "free_requested",
-                                      "free_completed", "segment_free", "segment_free",
-                                      "empty_cache"}));
+  ASSERT_EQ(
+      actions(entries),
+      (std::vector<std::string>{"free_requested", "free_completed", "free_requested",
+                                "free_completed", "segment_free", "segment_free", "empty_cache"}));
   std::size_t freed = 0;
   for (std::size_t i = 4; i < 6; ++i) {
     EXPECT_TRUE(entries[i].address == address_of(small) || entries[i].address == address_of(large));
@@ -204,8 +203,8 @@ TEST(History, BadValuesAreErrors) {
   }
   allocator.deallocate(allocator.allocate(512, nullptr));
   EXPECT_TRUE(allocator.history().empty());
-  for (const char* config : {"record_history:-1", "record_history:abc", "record_history:",
-                             "record_history:100000001", "record_history:1.5"}) {
+  for (const char* config : {"record_history:-1", "record_history:abc",
+                             "record_history:", "record_history:100000001", "record_history:1.5"}) {
     try {
       Options options(config);
       ADD_FAILURE() << config << " accepted";
@@ -275,8 +274,8 @@ TEST(History, ConcurrentRecordingAndExport) {
   for (int t = 0; t < 3; ++t) {
     workers.emplace_back([&allocator, t] {
       for (int i = 0; i < 2000; ++i) {
-        allocator.deallocate(allocator.allocate(512 * static_cast<std::size_t>(1 + (i + t) % 7),
-                                                nullptr));
+        allocator.deallocate(
+            allocator.allocate(512 * static_cast<std::size_t>(1 + (i + t) % 7), nullptr));
       }
     });
   }

@@ -162,7 +162,7 @@ TEST_F(OomTest, MemoryCachedForAnotherStreamIsNamedNotBlamedOnFragmentation) {
   {
     DeviceAllocator allocator(0, pytorch_native());
     allocator.deallocate(allocator.allocate(200 * kMiB, other));  // one 200 MiB segment
-    void* kept = allocator.allocate(20 * kMiB, other);             // keeps it split
+    void* kept = allocator.allocate(20 * kMiB, other);            // keeps it split
     // 180 MiB free on `other`, 56 MiB left on the device.
     try {
       allocator.allocate(100 * kMiB, nullptr);
@@ -233,8 +233,8 @@ TEST_F(OomTest, FractionCapIsAnOutOfMemoryError) {
 }
 
 TEST_F(OomTest, GarbageCollectionFreesOldCachedBlocksBeforeTheCap) {
-  DeviceAllocator allocator(0,
-                            pytorch_native("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5"));
+  DeviceAllocator allocator(
+      0, pytorch_native("per_process_memory_fraction:0.5,garbage_collection_threshold:0.5"));
   // Allowed: 128 MiB; GC starts above 64 MiB reserved.
   void* a = allocator.allocate(40 * kMiB, nullptr);
   void* b = allocator.allocate(30 * kMiB, nullptr);

@@ -22,9 +22,9 @@ std::string config_error(const std::string& config) {
 }
 
 void expect_lists_keys(const std::string& message) {
-  for (const char* key : {"max_split_size_mb", "roundup_power2_divisions",
-                          "garbage_collection_threshold", "per_process_memory_fraction",
-                          "expandable_segments", "record_history"}) {
+  for (const char* key :
+       {"max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
+        "per_process_memory_fraction", "expandable_segments", "record_history"}) {
     EXPECT_NE(message.find(key), std::string::npos) << message;
   }
 }
@@ -57,10 +57,10 @@ TEST(Options, ParsesEveryKey) {
 TEST(Options, RoundupTableFollowsPyTorch) {
   const Options options("roundup_power2_divisions:[256:1,512:2,>:8]");
   const RoundupDivisions& table = options.roundup_power2_divisions;
-  EXPECT_EQ(table.for_size(1 << 20), 1u);                      // below the first boundary
-  EXPECT_EQ(table.for_size(std::size_t{300} << 20), 1u);       // [256 MiB, 512 MiB)
-  EXPECT_EQ(table.for_size(std::size_t{600} << 20), 2u);       // [512 MiB, 1 GiB)
-  EXPECT_EQ(table.for_size(std::size_t{2} << 30), 8u);         // above: ">"
+  EXPECT_EQ(table.for_size(1 << 20), 1u);                 // below the first boundary
+  EXPECT_EQ(table.for_size(std::size_t{300} << 20), 1u);  // [256 MiB, 512 MiB)
+  EXPECT_EQ(table.for_size(std::size_t{600} << 20), 2u);  // [512 MiB, 1 GiB)
+  EXPECT_EQ(table.for_size(std::size_t{2} << 30), 8u);    // above: ">"
   EXPECT_EQ(table.for_size(std::size_t{100} << 30), 8u);
 }
 
@@ -71,8 +71,9 @@ TEST(Options, LaterKeysOverrideEarlierOnes) {
 }
 
 TEST(Options, ConfigStringRoundTrips) {
-  const Options options("max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,>:8],"
-                        "per_process_memory_fraction:0.25,record_history:7");
+  const Options options(
+      "max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,>:8],"
+      "per_process_memory_fraction:0.25,record_history:7");
   const Options again(options.to_config_string());
   EXPECT_EQ(again.to_config_string(), options.to_config_string());
   EXPECT_EQ(again.max_split_size(), options.max_split_size());
@@ -155,8 +156,8 @@ TEST(Options, MalformedValuesNameKeyAndValue) {
 TEST(Options, ExpandableSegmentsAcceptsPyTorchSpellings) {
   EXPECT_TRUE(Options("expandable_segments:True").expandable_segments.enabled);
   EXPECT_TRUE(Options("expandable_segments:true").expandable_segments.enabled);
-  EXPECT_FALSE(Options("expandable_segments:True,expandable_segments:False")
-                   .expandable_segments.enabled);
+  EXPECT_FALSE(
+      Options("expandable_segments:True,expandable_segments:False").expandable_segments.enabled);
   EXPECT_NE(config_error("expandable_segments:1").find("True or False"), std::string::npos);
 }
 
@@ -167,8 +168,8 @@ TEST(Options, ExpandableSegmentsSelectsPyTorchsPolicy) {
   EXPECT_FALSE(Options("expandable_segments:True").policy.is_cudacache());
   EXPECT_FALSE(Options("policy:pytorch,expandable_segments:True").policy.is_cudacache());
   EXPECT_TRUE(Options("expandable_segments:False").policy.is_cudacache());
-  for (const char* config : {"policy:cudacache,expandable_segments:True",
-                             "expandable_segments:True,policy:cudacache"}) {
+  for (const char* config :
+       {"policy:cudacache,expandable_segments:True", "expandable_segments:True,policy:cudacache"}) {
     const std::string message = config_error(config);
     EXPECT_NE(message.find("policy:cudacache"), std::string::npos) << message;
     EXPECT_NE(message.find("policy:pytorch,expandable_segments:True"), std::string::npos)

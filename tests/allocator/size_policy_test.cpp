@@ -57,7 +57,7 @@ TEST(SizePolicy, OversizeBlocksServeOnlyCloseLargeRequests) {
   EXPECT_TRUE(may_serve(50 * kMiB, 45 * kMiB, max_split));
   EXPECT_FALSE(may_serve(70 * kMiB, 50 * kMiB, max_split));  // 20 MiB or more larger
   EXPECT_TRUE(may_serve(70 * kMiB - 512, 50 * kMiB, max_split));
-  EXPECT_TRUE(may_serve(30 * kMiB, 20 * kMiB, max_split));   // normal blocks
+  EXPECT_TRUE(may_serve(30 * kMiB, 20 * kMiB, max_split));  // normal blocks
 }
 
 TEST(SizePolicy, LargestRequestRoundsWithoutOverflow) {

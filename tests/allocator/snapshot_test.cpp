@@ -49,9 +49,10 @@ TEST(Snapshot, DescribesSegmentsAndBlockStates) {
     const std::string json = allocator.snapshot_json();
     EXPECT_EQ(json.rfind("{\"segments\":[", 0), 0u) << json;
     EXPECT_NE(json.find("\"device_traces\":[[]]"), std::string::npos);
-    for (const char* field : {"\"device\":", "\"address\":", "\"total_size\":", "\"allocated_size\":",
-                              "\"active_size\":", "\"requested_size\":", "\"stream\":",
-                              "\"segment_type\":", "\"is_expandable\":false", "\"blocks\":"}) {
+    for (const char* field :
+         {"\"device\":", "\"address\":", "\"total_size\":", "\"allocated_size\":",
+          "\"active_size\":", "\"requested_size\":", "\"stream\":", "\"segment_type\":",
+          "\"is_expandable\":false", "\"blocks\":"}) {
       EXPECT_EQ(count(json, field) >= 2, true) << field;
     }
     EXPECT_EQ(count(json, "\"state\":"), 4u);  // 3 small blocks + 1 large block

@@ -12,9 +12,9 @@
 
 namespace cudacache::testing {
 
-#define CUDACACHE_REQUIRE_CUDASIM()                                              \
-  do {                                                                           \
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";       \
+#define CUDACACHE_REQUIRE_CUDASIM()                                        \
+  do {                                                                     \
+    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime"; \
   } while (0)
 
 // A test that may change cudasim's device 0: skipped without cudasim, its counters reset
@@ -105,8 +105,7 @@ inline void expect_invariants(const DeviceAllocator& allocator,
   EXPECT_EQ(static_cast<std::size_t>(stats.active_bytes[kAllPools].current), active_sum);
   EXPECT_EQ(static_cast<std::size_t>(stats.requested_bytes[kAllPools].current), requested_sum);
   if (!allocator.expandable()) {  // expandable ranges are not counted as segments (PyTorch)
-    EXPECT_EQ(static_cast<std::size_t>(stats.segment[kAllPools].current),
-              snapshot.segments.size());
+    EXPECT_EQ(static_cast<std::size_t>(stats.segment[kAllPools].current), snapshot.segments.size());
   }
   EXPECT_EQ(stats.allocation[kAllPools].current, static_cast<std::int64_t>(live.size()));
   for (const auto& array : {stats.allocated_bytes, stats.reserved_bytes, stats.active_bytes}) {

@@ -34,7 +34,7 @@ TEST_F(AsyncMemory, FreeAsyncOnHeldStreamWaitsForTheStream) {
   ASSERT_CUDA(cudaMallocAsync(&p, 4096, stream));
   ASSERT_EQ(cudasim_hold_stream(stream), 0);
   ASSERT_CUDA(cudaFreeAsync(p, stream));
-  EXPECT_EQ(counters().in_use_bytes, 4096u);  // not yet reached by the stream
+  EXPECT_EQ(counters().in_use_bytes, 4096u);      // not yet reached by the stream
   EXPECT_EQ(cudaFree(p), cudaErrorInvalidValue);  // already being freed
   EXPECT_EQ(cudaFreeAsync(p, stream), cudaErrorInvalidValue);
   ASSERT_EQ(cudasim_release_stream(stream), 0);

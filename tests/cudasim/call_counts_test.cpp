@@ -56,7 +56,7 @@ TEST_F(CallCounts, MallocAndFreeSucceededOrFailed) {
   void* b = nullptr;
   ASSERT_CUDA(cudaMalloc(&a, 1000));
   EXPECT_EQ(cudaMalloc(nullptr, 1000), cudaErrorInvalidValue);
-  ASSERT_CUDA(cudaMalloc(&b, 0));  // no memory, but a call
+  ASSERT_CUDA(cudaMalloc(&b, 0));                                          // no memory, but a call
   EXPECT_EQ(cudaMalloc(&b, size_t{64} << 30), cudaErrorMemoryAllocation);  // over capacity
   ASSERT_EQ(cudasim_fail_nth_allocation(0, 1), 0);
   EXPECT_EQ(cudaMalloc(&b, 256), cudaErrorMemoryAllocation);
@@ -147,8 +147,13 @@ TEST_F(CallCounts, VmmSucceededOrFailed) {
   ASSERT_EQ(release(h), CUDA_SUCCESS);
   EXPECT_EQ(release(h), CUDA_ERROR_INVALID_VALUE);
   ASSERT_EQ(address_free(base, 2 * kGranularity), CUDA_SUCCESS);
-  EXPECT_EQ(counted(0), str({.create = 4, .release = 2, .map = 3, .unmap = 2, .set_access = 2,
-                             .reserve = 2, .address_free = 2}));
+  EXPECT_EQ(counted(0), str({.create = 4,
+                             .release = 2,
+                             .map = 3,
+                             .unmap = 2,
+                             .set_access = 2,
+                             .reserve = 2,
+                             .address_free = 2}));
   EXPECT_EQ(counted(1), str({}));
   const cudasim_counters k = counters();
   EXPECT_EQ(k.mallocs, 1u);
@@ -165,20 +170,20 @@ TEST_F(CallCounts, EachCallCountsOnItsDevice) {
   cudaEvent_t e1 = nullptr;
   ASSERT_CUDA(cudaEventCreate(&e1));
   void* p1 = nullptr;
-  ASSERT_CUDA(cudaMalloc(&p1, 4096));                          // 1: current device
-  ASSERT_CUDA(cudaDeviceSynchronize());                        // 1
+  ASSERT_CUDA(cudaMalloc(&p1, 4096));    // 1: current device
+  ASSERT_CUDA(cudaDeviceSynchronize());  // 1
   ASSERT_CUDA(cudaSetDevice(0));
   void* p0 = nullptr;
-  ASSERT_CUDA(cudaMalloc(&p0, 4096));                          // 0
+  ASSERT_CUDA(cudaMalloc(&p0, 4096));  // 0
   void* q1 = nullptr;
-  ASSERT_CUDA(cudaMallocAsync(&q1, 4096, s1));                 // 1: the stream's
-  ASSERT_CUDA(cudaStreamSynchronize(s1));                      // 1
+  ASSERT_CUDA(cudaMallocAsync(&q1, 4096, s1));  // 1: the stream's
+  ASSERT_CUDA(cudaStreamSynchronize(s1));       // 1
   ASSERT_CUDA(cudaEventRecord(e1, s1));
-  ASSERT_CUDA(cudaEventSynchronize(e1));                       // 1: the event's
-  ASSERT_CUDA(cudaFree(p1));                                   // 1: the pointer's
-  ASSERT_CUDA(cudaFreeAsync(q1, nullptr));                     // 1: the pointer's, not the stream's
-  ASSERT_CUDA(cudaFreeAsync(p0, s1));                          // 0: the pointer's
-  ASSERT_CUDA(cudaDeviceSynchronize());                        // 0
+  ASSERT_CUDA(cudaEventSynchronize(e1));    // 1: the event's
+  ASSERT_CUDA(cudaFree(p1));                // 1: the pointer's
+  ASSERT_CUDA(cudaFreeAsync(q1, nullptr));  // 1: the pointer's, not the stream's
+  ASSERT_CUDA(cudaFreeAsync(p0, s1));       // 0: the pointer's
+  ASSERT_CUDA(cudaDeviceSynchronize());     // 0
   EXPECT_EQ(counted(0), str({.malloc = 1, .free = 1, .synchronize = 1}));
   EXPECT_EQ(counted(1), str({.malloc = 2, .free = 2, .synchronize = 3}));
 
@@ -192,13 +197,13 @@ TEST_F(CallCounts, EachCallCountsOnItsDevice) {
   ASSERT_EQ(reserve(&base, 2 * kGranularity, 0, 0, 0), CUDA_SUCCESS);  // 0: current device
   const CUmemAllocationProp on1 = prop(1);
   CUmemGenericAllocationHandle h1 = 0;
-  ASSERT_EQ(create(&h1, kGranularity, &on1, 0), CUDA_SUCCESS);         // 1: prop's location
+  ASSERT_EQ(create(&h1, kGranularity, &on1, 0), CUDA_SUCCESS);                // 1: prop's location
   ASSERT_EQ(map(base + kGranularity, kGranularity, 0, h1, 0), CUDA_SUCCESS);  // 1: the handle's
   const CUmemAccessDesc by0 = access(0);
   ASSERT_EQ(set_access(base + kGranularity, kGranularity, &by0, 1), CUDA_SUCCESS);  // 1: mapping
-  ASSERT_EQ(unmap(base + kGranularity, kGranularity), CUDA_SUCCESS);   // 1: the mapping's
-  ASSERT_EQ(release(h1), CUDA_SUCCESS);                                // 1: the handle's
-  ASSERT_EQ(address_free(base, 2 * kGranularity), CUDA_SUCCESS);       // 0: current device
+  ASSERT_EQ(unmap(base + kGranularity, kGranularity), CUDA_SUCCESS);  // 1: the mapping's
+  ASSERT_EQ(release(h1), CUDA_SUCCESS);                               // 1: the handle's
+  ASSERT_EQ(address_free(base, 2 * kGranularity), CUDA_SUCCESS);      // 0: current device
   EXPECT_EQ(counted(0), str({.reserve = 1, .address_free = 1}));
   EXPECT_EQ(counted(1), str({.create = 1, .release = 1, .map = 1, .unmap = 1, .set_access = 1}));
 
@@ -221,8 +226,14 @@ TEST_F(CallCounts, EachCallCountsOnItsDevice) {
   EXPECT_EQ(create(&h, kGranularity, &on9, 0), CUDA_ERROR_INVALID_DEVICE);
   EXPECT_EQ(address_free(base, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(counted(0), str({}));
-  EXPECT_EQ(counted(1), str({.free = 1, .create = 1, .release = 1, .map = 1, .unmap = 1,
-                             .set_access = 1, .synchronize = 2, .address_free = 1}));
+  EXPECT_EQ(counted(1), str({.free = 1,
+                             .create = 1,
+                             .release = 1,
+                             .map = 1,
+                             .unmap = 1,
+                             .set_access = 1,
+                             .synchronize = 2,
+                             .address_free = 1}));
   ASSERT_CUDA(cudaEventDestroy(e1));
   ASSERT_CUDA(cudaStreamDestroy(s1));
   ASSERT_CUDA(cudaSetDevice(0));

@@ -16,8 +16,7 @@ struct ProbeRun {
 };
 
 ProbeRun run_probe(const std::string& environment, const std::string& mode) {
-  const std::string command =
-      "env " + environment + " '" CUDASIM_PROBE "' " + mode + " 2>&1";
+  const std::string command = "env " + environment + " '" CUDASIM_PROBE "' " + mode + " 2>&1";
   ProbeRun run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -38,10 +37,10 @@ TEST_F(Config, Defaults) {
 
 TEST_F(Config, CapacitySuffixes) {
   const std::pair<const char*, const char*> cases[] = {
-      {"1048576", "1048576"},     {"24GiB", "25769803776"}, {"16GB", "16000000000"},
-      {"512M", "536870912"},      {"512MiB", "536870912"},  {"3K", "3072"},
-      {"2KB", "2000"},            {"1T", "1099511627776"},  {"1TiB", "1099511627776"},
-      {"2TB", "2000000000000"},   {"7G", "7516192768"},     {"100MB", "100000000"},
+      {"1048576", "1048576"},   {"24GiB", "25769803776"}, {"16GB", "16000000000"},
+      {"512M", "536870912"},    {"512MiB", "536870912"},  {"3K", "3072"},
+      {"2KB", "2000"},          {"1T", "1099511627776"},  {"1TiB", "1099511627776"},
+      {"2TB", "2000000000000"}, {"7G", "7516192768"},     {"100MB", "100000000"},
   };
   for (const auto& [value, bytes] : cases) {
     const ProbeRun run = run_probe(std::string("CUDASIM_CAPACITY=") + value, "devices");
@@ -54,8 +53,7 @@ TEST_F(Config, DeviceCount) {
   const ProbeRun run = run_probe("CUDASIM_DEVICES=3", "devices");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output, "devices=3 capacity=8589934592\n");
-  EXPECT_EQ(run_probe("CUDASIM_DEVICES=64", "devices").output,
-            "devices=64 capacity=8589934592\n");
+  EXPECT_EQ(run_probe("CUDASIM_DEVICES=64", "devices").output, "devices=64 capacity=8589934592\n");
 }
 
 TEST_F(Config, BadValuesStopTheProgramAtLoad) {

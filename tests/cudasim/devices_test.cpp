@@ -238,9 +238,9 @@ TEST_F(Devices, VmmSupportIsPerDevice) {
   const CUresult expected[] = {CUDA_SUCCESS, CUDA_ERROR_NOT_SUPPORTED};
   for (int device : {0, 1}) {
     int supported = -1;
-    ASSERT_EQ(attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                        device),
-              CUDA_SUCCESS);
+    ASSERT_EQ(
+        attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device),
+        CUDA_SUCCESS);
     EXPECT_EQ(supported, device == 0 ? 1 : 0) << device;
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;

@@ -13,8 +13,8 @@ using EntryPoint = SimTest;
 TEST_F(EntryPoint, KnownSymbol) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 12000, cudaEnableDefault,
-                                               &status));
+  ASSERT_CUDA(
+      cudaGetDriverEntryPointByVersion("cuMemCreate", &fn, 12000, cudaEnableDefault, &status));
   EXPECT_EQ(status, cudaDriverEntryPointSuccess);
   EXPECT_NE(fn, nullptr);
   void* again = nullptr;
@@ -25,8 +25,8 @@ TEST_F(EntryPoint, KnownSymbol) {
 TEST_F(EntryPoint, UnknownSymbolIsNotFoundNotFaked) {
   void* fn = reinterpret_cast<void*>(0x1);
   cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
-  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 13000, cudaEnableDefault,
-                                               &status));
+  ASSERT_CUDA(
+      cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 13000, cudaEnableDefault, &status));
   EXPECT_EQ(status, cudaDriverEntryPointSymbolNotFound);
   EXPECT_EQ(fn, nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
@@ -35,8 +35,7 @@ TEST_F(EntryPoint, UnknownSymbolIsNotFoundNotFaked) {
 TEST_F(EntryPoint, VersionTooOld) {
   void* fn = reinterpret_cast<void*>(0x1);
   cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
-  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuMemMap", &fn, 10000, cudaEnableDefault,
-                                               &status));
+  ASSERT_CUDA(cudaGetDriverEntryPointByVersion("cuMemMap", &fn, 10000, cudaEnableDefault, &status));
   EXPECT_EQ(status, cudaDriverEntryPointVersionNotSufficent);
   EXPECT_EQ(fn, nullptr);
 }

@@ -60,7 +60,7 @@ TEST_F(Memory, CapacityExhaustionAndRecovery) {
   EXPECT_EQ(cudaMalloc(&b, 512 << 10), cudaErrorMemoryAllocation);
   EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // not sticky
-  ASSERT_CUDA(cudaMalloc(&b, 256 << 10));     // exactly what is left
+  ASSERT_CUDA(cudaMalloc(&b, 256 << 10));      // exactly what is left
   EXPECT_EQ(cudaMalloc(&b, 1), cudaErrorMemoryAllocation);
   ASSERT_CUDA(cudaFree(a));
   ASSERT_CUDA(cudaMalloc(&a, 512 << 10));

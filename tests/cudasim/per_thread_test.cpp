@@ -87,15 +87,14 @@ TEST_F(PerThread, CallCountsIncludeThePerThreadNames) {
   EXPECT_EQ(c.malloc, 2u);
   EXPECT_EQ(c.free, 2u);
   EXPECT_EQ(c.synchronize, 2u);
-  EXPECT_EQ(c.create + c.release + c.map + c.unmap + c.set_access + c.reserve + c.address_free,
-            0u);
+  EXPECT_EQ(c.create + c.release + c.map + c.unmap + c.set_access + c.reserve + c.address_free, 0u);
   (void)cudaGetLastError();
 }
 
 TEST_F(PerThread, LaunchFailsLoudly) {
   testing::internal::CaptureStderr();
-  const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&counters), dim3(1),
-                                         dim3(1), nullptr, 0, nullptr);
+  const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(&counters), dim3(1), dim3(1),
+                                         nullptr, 0, nullptr);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(e, cudaErrorNotSupported);
   EXPECT_NE(err.find("cudasim: cudaLaunchKernel is not supported"), std::string::npos);

@@ -16,8 +16,8 @@ TEST_F(Registration, RegistrationIsAccepted) {
   void** handle = __cudaRegisterFatBinary(nullptr);
   ASSERT_NE(handle, nullptr);
   char name[] = "kernel";
-  __cudaRegisterFunction(handle, reinterpret_cast<const char*>(&host_stub), name, name, -1,
-                         nullptr, nullptr, nullptr, nullptr, nullptr);
+  __cudaRegisterFunction(handle, reinterpret_cast<const char*>(&host_stub), name, name, -1, nullptr,
+                         nullptr, nullptr, nullptr, nullptr);
   char var = 0;
   __cudaRegisterVar(handle, &var, &var, "var", 0, 1, 0, 0);
   __cudaRegisterFatBinaryEnd(handle);
@@ -51,8 +51,8 @@ TEST_F(Registration, LaunchingFailsLoudly) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(__cudaLaunchKernel(kernel, dim3(1), dim3(1), nullptr, 0, nullptr),
             cudaErrorNotSupported);
-  EXPECT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&host_stub), dim3(1), dim3(1),
-                             nullptr, 0, nullptr),
+  EXPECT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&host_stub), dim3(1), dim3(1), nullptr,
+                             0, nullptr),
             cudaErrorNotSupported);
   const std::string err = testing::internal::GetCapturedStderr();
   const std::string message =

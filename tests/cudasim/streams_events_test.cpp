@@ -146,7 +146,8 @@ TEST_F(StreamsEvents, WaitEventChains) {
   cudaEvent_t ea = nullptr;
   cudaEvent_t eb = nullptr;
   cudaEvent_t ec = nullptr;
-  for (cudaStream_t* s : {&a, &b, &c}) ASSERT_CUDA(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  for (cudaStream_t* s : {&a, &b, &c})
+    ASSERT_CUDA(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
   for (cudaEvent_t* e : {&ea, &eb, &ec}) ASSERT_CUDA(cudaEventCreate(e));
   ASSERT_EQ(cudasim_hold_stream(a), 0);
   ASSERT_CUDA(cudaEventRecord(ea, a));

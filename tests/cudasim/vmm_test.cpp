@@ -55,8 +55,7 @@ TEST_F(Vmm, Granularity) {
   EXPECT_EQ(g, kGranularity);
   const CUmemAllocationProp bad = prop(9);
   EXPECT_EQ(d.granularity(&g, &bad, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(d.granularity(nullptr, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(d.granularity(nullptr, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_F(Vmm, FullLifecycleWithData) {
@@ -185,7 +184,7 @@ TEST_F(Vmm, RulesOfMapWholeHandleAtOffsetZero) {
   const CUmemAllocationProp p = prop();
   CUmemGenericAllocationHandle h = 0;
   ASSERT_EQ(d.create(&h, 2 * kGranularity, &p, 0), CUDA_SUCCESS);
-  EXPECT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // first half
+  EXPECT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_ERROR_INVALID_VALUE);             // first half
   EXPECT_EQ(d.map(base, kGranularity, kGranularity, h, 0), CUDA_ERROR_INVALID_VALUE);  // second
   EXPECT_EQ(d.map(base, 2 * kGranularity, kGranularity, h, 0), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(d.map(base, 2 * kGranularity, 4096, h, 0), CUDA_ERROR_INVALID_VALUE);
@@ -214,7 +213,7 @@ TEST_F(Vmm, RulesOfUnmapWholeMappings) {
   ASSERT_EQ(d.map(base, kGranularity, 0, a, 0), CUDA_SUCCESS);
   ASSERT_EQ(d.map(base + kGranularity, 2 * kGranularity, 0, b, 0), CUDA_SUCCESS);
   ASSERT_EQ(d.map(base + 4 * kGranularity, kGranularity, 0, c, 0), CUDA_SUCCESS);
-  EXPECT_EQ(d.unmap(base + kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);  // b's head
+  EXPECT_EQ(d.unmap(base + kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);      // b's head
   EXPECT_EQ(d.unmap(base + 2 * kGranularity, kGranularity), CUDA_ERROR_INVALID_VALUE);  // tail
   EXPECT_EQ(d.unmap(base, 2 * kGranularity), CUDA_ERROR_INVALID_VALUE);  // a and half of b
   EXPECT_EQ(d.unmap(base, 5 * kGranularity), CUDA_ERROR_INVALID_VALUE);  // across the gap
@@ -288,8 +287,7 @@ TEST_F(Vmm, UnsupportedDevice) {
   EXPECT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_ERROR_NOT_SUPPORTED);
   size_t g = 0;
   EXPECT_EQ(d.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_ERROR_NOT_SUPPORTED);
-  EXPECT_EQ(d.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-            CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(d.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(d.create(&h, 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);  // bad arguments stay bad
   cudasim_counters c = counters();
   EXPECT_EQ(c.mallocs, 1u);

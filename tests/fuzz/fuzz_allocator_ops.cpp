@@ -99,14 +99,10 @@ struct State {
 std::size_t draw_size(std::uint16_t word) {
   const std::size_t value = word >> 2;
   switch (word & 3) {
-    case 0:
-      return value % 64 == 0 ? 0 : value % kMiB + 1;
-    case 1:
-      return value * 37 % kMiB + 1;
-    case 2:
-      return (value % 64 + 1) * 256 * 1024;
-    default:
-      return (value % 48 + 1) * kMiB + value % 7;
+    case 0: return value % 64 == 0 ? 0 : value % kMiB + 1;
+    case 1: return value * 37 % kMiB + 1;
+    case 2: return (value % 64 + 1) * 256 * 1024;
+    default: return (value % 48 + 1) * kMiB + value % 7;
   }
 }
 
@@ -170,7 +166,8 @@ void allocate(DeviceAllocator& allocator, State& state, std::size_t size, cudaSt
   check_cuda(cudaMemsetAsync(ptr, pattern, size, stream), "cudaMemsetAsync");
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  check(state.live.emplace(address, Live{size, pattern}).second, "a live block was handed out again");
+  check(state.live.emplace(address, Live{size, pattern}).second,
+        "a live block was handed out again");
   if (state.oldest == 0) state.oldest = address;
 }
 
@@ -201,10 +198,9 @@ void run(const std::uint8_t* data, std::size_t size, State& state) {
       free_block(*self, state, state.oldest);
       return true;
     });
-    DeviceAllocator allocator(state.device,
-                              cudacache::Options(kConfigurations[(setup & 0x7f) %
-                                                                 kConfigurations.size()]),
-                              hooks);
+    DeviceAllocator allocator(
+        state.device, cudacache::Options(kConfigurations[(setup & 0x7f) % kConfigurations.size()]),
+        hooks);
     self = &allocator;
     for (std::size_t op = 0; !program.done(); ++op) {
       const std::uint8_t code = program.byte();
@@ -236,12 +232,8 @@ void run(const std::uint8_t* data, std::size_t size, State& state) {
             state.recorded = true;
           }
           break;
-        case 6:
-          allocator.empty_cache();
-          break;
-        case 7:
-          cudasim_fail_nth_allocation(state.device, 1 + program.byte() % 3);
-          break;
+        case 6: allocator.empty_cache(); break;
+        case 7: cudasim_fail_nth_allocation(state.device, 1 + program.byte() % 3); break;
         case 8:
           cudasim_set_capacity(state.device, kCapacities[program.byte() % kCapacities.size()]);
           break;

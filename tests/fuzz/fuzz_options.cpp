@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string printed = options.to_config_string();
   const std::string again = cudacache::Options(printed).to_config_string();
   if (again != printed) {
-    std::fprintf(stderr, "fuzz_options: \"%s\" prints \"%s\", which prints \"%s\"\n",
-                 text.c_str(), printed.c_str(), again.c_str());
+    std::fprintf(stderr, "fuzz_options: \"%s\" prints \"%s\", which prints \"%s\"\n", text.c_str(),
+                 printed.c_str(), again.c_str());
     std::abort();
   }
   return 0;

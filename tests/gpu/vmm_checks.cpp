@@ -128,8 +128,8 @@ void expandable_pattern_check(const std::string& policy, int steps) {
   std::size_t total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
   // Cap at 1 GiB (or the device) so that empty_cache and the ladder's unmapping are exercised.
-  const double fraction = std::min(1.0, static_cast<double>(1024 * kMiB) /
-                                            static_cast<double>(total_bytes));
+  const double fraction =
+      std::min(1.0, static_cast<double>(1024 * kMiB) / static_cast<double>(total_bytes));
   cudacache::DeviceAllocator allocator(
       0, cudacache::Options(policy + "per_process_memory_fraction:" + std::to_string(fraction)));
   check(allocator.expandable(), "driver-VMM pages are available on this device");
@@ -167,11 +167,12 @@ void expandable_pattern_check(const std::string& policy, int steps) {
   allocator.empty_cache();
   const cudacache::MemoryStats stats = allocator.stats();
   check(stats.reserved_bytes[cudacache::kAllPools].current == 0, "everything unmapped at the end");
-  std::printf("  pattern check (%s): %d steps, %d out-of-memory errors survived, %lld maps, "
-              "%lld unmaps\n",
-              policy.empty() ? "default policy" : policy.substr(0, policy.size() - 1).c_str(),
-              steps, ooms, static_cast<long long>(stats.num_device_alloc),
-              static_cast<long long>(stats.num_device_free));
+  std::printf(
+      "  pattern check (%s): %d steps, %d out-of-memory errors survived, %lld maps, "
+      "%lld unmaps\n",
+      policy.empty() ? "default policy" : policy.substr(0, policy.size() - 1).c_str(), steps, ooms,
+      static_cast<long long>(stats.num_device_alloc),
+      static_cast<long long>(stats.num_device_free));
 }
 
 }  // namespace

@@ -285,8 +285,8 @@ TEST_F(Cli, CapacityCausesAnOomThatIsReportedNotFatal) {
 
 TEST_F(Cli, CapacityFactorScalesEachTracesPeakToWholeSteps) {
   const std::string csv = write("small.csv", kSmallTrace);
-  const ToolRun run = run_tool("--allocators nocache --capacity-factor 1.3 --json " +
-                               path("out.json") + " " + csv);
+  const ToolRun run =
+      run_tool("--allocators nocache --capacity-factor 1.3 --json " + path("out.json") + " " + csv);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const Json trace = JsonReader(read_file_bytes(path("out.json"))).read().at("traces").array.at(0);
   const double peak = trace.at("peak_requested_bytes").number;

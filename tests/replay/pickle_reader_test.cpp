@@ -169,10 +169,15 @@ TEST(PickleReader, DeepNestingNeitherCrashesNorLeaks) {
 // that shared_ptr never frees (LeakSanitizer saw it). Now an error, and nothing leaks.
 TEST(PickleReader, AContainerInsideItselfIsAnError) {
   // EMPTY_LIST, BINPUT 0, BINGET 0, APPEND: the list inside itself.
-  EXPECT_NE(error_of(std::string("\x80\x04]q\x00h\x00" "a.", 9)).find("contains itself"),
+  EXPECT_NE(error_of(std::string("\x80\x04]q\x00h\x00"
+                                 "a.",
+                                 9))
+                .find("contains itself"),
             std::string::npos);
   // Through a list and a tuple: d = {}; d["k"] = [(d,)].
-  EXPECT_NE(error_of(std::string("\x80\x04}q\x00X\x01\x00\x00\x00k]h\x00\x85" "as.", 18))
+  EXPECT_NE(error_of(std::string("\x80\x04}q\x00X\x01\x00\x00\x00k]h\x00\x85"
+                                 "as.",
+                                 18))
                 .find("contains itself"),
             std::string::npos);
   // Shared, not cyclic: one list in two places is plain data.

@@ -106,8 +106,8 @@ TEST_F(ReplayAllocators, ASizeNoDeviceCanHoldIsAnOutOfMemoryResult) {
       "op,id,size,stream\nalloc,0,4096,0\nalloc,1,9223372036854775808,0\n", "huge.csv");
   std::vector<std::string> names{"nocache", "cub"};
   if (cudacache_adapter_built()) {
-    names.insert(names.end(), {"cudacache", "pytorch", "pytorch-expandable",
-                               "cudacache:policy:pytorch"});
+    names.insert(names.end(),
+                 {"cudacache", "pytorch", "pytorch-expandable", "cudacache:policy:pytorch"});
   }
   for (const std::string& name : names) {
     SCOPED_TRACE(name);

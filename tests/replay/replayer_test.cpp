@@ -121,8 +121,8 @@ TEST_F(Replayer, TensorsGrownStepByStepAreNotHeldManyTimesOver) {
   for (std::uint64_t i = 1; i <= 200; ++i) {
     csv += "alloc," + std::to_string(i) + "," + std::to_string(i * step_bytes) + ",0\n";
     if (previous != 0) {
-      csv += "free," + std::to_string(previous) + "," + std::to_string(previous * step_bytes) +
-             ",0\n";
+      csv +=
+          "free," + std::to_string(previous) + "," + std::to_string(previous * step_bytes) + ",0\n";
     }
     previous = i;
   }

@@ -165,8 +165,10 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), factor);
       if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(factor) ||
           factor <= 0.0 || factor > 1e6) {
-        throw UsageError("--capacity-factor needs a number above 0 and at most 1000000 (e.g. "
-                         "1.02), got '" + text + "'");
+        throw UsageError(
+            "--capacity-factor needs a number above 0 and at most 1000000 (e.g. "
+            "1.02), got '" +
+            text + "'");
       }
       line.capacity_factor = factor;
     } else if (arg == "--min-capacity") {

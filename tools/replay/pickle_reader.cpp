@@ -54,34 +54,20 @@ enum Opcode : unsigned char {
 // Opcodes that import, call or build arbitrary Python objects: never accepted.
 const char* object_opcode_name(unsigned char op) {
   switch (op) {
-    case 'c':
-      return "GLOBAL";
-    case 0x93:
-      return "STACK_GLOBAL";
-    case 'R':
-      return "REDUCE";
-    case 'b':
-      return "BUILD";
-    case 'i':
-      return "INST";
-    case 'o':
-      return "OBJ";
-    case 0x81:
-      return "NEWOBJ";
-    case 0x92:
-      return "NEWOBJ_EX";
-    case 0x82:
-      return "EXT1";
-    case 0x83:
-      return "EXT2";
-    case 0x84:
-      return "EXT4";
-    case 'P':
-      return "PERSID";
-    case 'Q':
-      return "BINPERSID";
-    default:
-      return nullptr;
+    case 'c': return "GLOBAL";
+    case 0x93: return "STACK_GLOBAL";
+    case 'R': return "REDUCE";
+    case 'b': return "BUILD";
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 'P': return "PERSID";
+    case 'Q': return "BINPERSID";
+    default: return nullptr;
   }
 }
 
@@ -295,23 +281,15 @@ class Reader {
         // Framing only groups opcodes for buffered reading; the content is read as is.
         take_unsigned_le(8);
         return;
-      case kMark:
-        marks_.push_back(stack_.size());
-        return;
-      case kPop:
-        pop();
-        return;
-      case kPopMark:
-        pop_to_mark();
-        return;
+      case kMark: marks_.push_back(stack_.size()); return;
+      case kPop: pop(); return;
+      case kPopMark: pop_to_mark(); return;
       case kDup: {
         if (stack_.size() <= floor()) fail("DUP of an empty stack");
         stack_.push_back(stack_.back());
         return;
       }
-      case kNone:
-        stack_.push_back(make(PickleValue::Kind::kNone));
-        return;
+      case kNone: stack_.push_back(make(PickleValue::Kind::kNone)); return;
       case kNewTrue:
       case kNewFalse: {
         PickleRef value = make(PickleValue::Kind::kBool);
@@ -319,21 +297,11 @@ class Reader {
         stack_.push_back(std::move(value));
         return;
       }
-      case kBinInt:
-        push_int(static_cast<std::int32_t>(take_unsigned_le(4)));
-        return;
-      case kBinInt1:
-        push_int(static_cast<std::int64_t>(take_unsigned_le(1)));
-        return;
-      case kBinInt2:
-        push_int(static_cast<std::int64_t>(take_unsigned_le(2)));
-        return;
-      case kLong1:
-        push_long(static_cast<std::size_t>(take_unsigned_le(1)));
-        return;
-      case kLong4:
-        push_long(take_length(4));
-        return;
+      case kBinInt: push_int(static_cast<std::int32_t>(take_unsigned_le(4))); return;
+      case kBinInt1: push_int(static_cast<std::int64_t>(take_unsigned_le(1))); return;
+      case kBinInt2: push_int(static_cast<std::int64_t>(take_unsigned_le(2))); return;
+      case kLong1: push_long(static_cast<std::size_t>(take_unsigned_le(1))); return;
+      case kLong4: push_long(take_length(4)); return;
       case kBinFloat: {
         // The only big-endian field of the format.
         std::uint64_t raw = 0;
@@ -344,26 +312,14 @@ class Reader {
         return;
       }
       case kShortBinUnicode:
-      case kShortBinBytes:
-        push_string(take(take_length(1)));
-        return;
+      case kShortBinBytes: push_string(take(take_length(1))); return;
       case kBinUnicode:
-      case kBinBytes:
-        push_string(take(take_length(4)));
-        return;
+      case kBinBytes: push_string(take(take_length(4))); return;
       case kBinUnicode8:
-      case kBinBytes8:
-        push_string(take(take_length(8)));
-        return;
-      case kEmptyDict:
-        stack_.push_back(make(PickleValue::Kind::kDict));
-        return;
-      case kEmptyList:
-        stack_.push_back(make(PickleValue::Kind::kList));
-        return;
-      case kEmptyTuple:
-        push_tuple({});
-        return;
+      case kBinBytes8: push_string(take(take_length(8))); return;
+      case kEmptyDict: stack_.push_back(make(PickleValue::Kind::kDict)); return;
+      case kEmptyList: stack_.push_back(make(PickleValue::Kind::kList)); return;
+      case kEmptyTuple: push_tuple({}); return;
       case kDict: {
         auto flat = pop_to_mark();
         stack_.push_back(make(PickleValue::Kind::kDict));
@@ -377,9 +333,7 @@ class Reader {
         stack_.push_back(std::move(list));
         return;
       }
-      case kTuple:
-        push_tuple(pop_to_mark());
-        return;
+      case kTuple: push_tuple(pop_to_mark()); return;
       case kTuple1:
       case kTuple2:
       case kTuple3: {
@@ -407,26 +361,13 @@ class Reader {
         add_entries({std::move(key), std::move(value)}, "SETITEM");
         return;
       }
-      case kSetItems:
-        add_entries(pop_to_mark(), "SETITEMS");
-        return;
-      case kMemoize:
-        memo_put(memo_.size());
-        return;
-      case kBinPut:
-        memo_put(take_unsigned_le(1));
-        return;
-      case kLongBinPut:
-        memo_put(take_unsigned_le(4));
-        return;
-      case kBinGet:
-        memo_get(take_unsigned_le(1));
-        return;
-      case kLongBinGet:
-        memo_get(take_unsigned_le(4));
-        return;
-      default:
-        break;
+      case kSetItems: add_entries(pop_to_mark(), "SETITEMS"); return;
+      case kMemoize: memo_put(memo_.size()); return;
+      case kBinPut: memo_put(take_unsigned_le(1)); return;
+      case kLongBinPut: memo_put(take_unsigned_le(4)); return;
+      case kBinGet: memo_get(take_unsigned_le(1)); return;
+      case kLongBinGet: memo_get(take_unsigned_le(4)); return;
+      default: break;
     }
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", op);

@@ -35,22 +35,14 @@ const PickleValue* PickleValue::find(std::string_view key) const {
 
 const char* kind_name(PickleValue::Kind kind) {
   switch (kind) {
-    case PickleValue::Kind::kNone:
-      return "None";
-    case PickleValue::Kind::kBool:
-      return "bool";
-    case PickleValue::Kind::kInt:
-      return "int";
-    case PickleValue::Kind::kFloat:
-      return "float";
-    case PickleValue::Kind::kString:
-      return "str";
-    case PickleValue::Kind::kList:
-      return "list";
-    case PickleValue::Kind::kTuple:
-      return "tuple";
-    case PickleValue::Kind::kDict:
-      return "dict";
+    case PickleValue::Kind::kNone: return "None";
+    case PickleValue::Kind::kBool: return "bool";
+    case PickleValue::Kind::kInt: return "int";
+    case PickleValue::Kind::kFloat: return "float";
+    case PickleValue::Kind::kString: return "str";
+    case PickleValue::Kind::kList: return "list";
+    case PickleValue::Kind::kTuple: return "tuple";
+    case PickleValue::Kind::kDict: return "dict";
   }
   return "?";
 }

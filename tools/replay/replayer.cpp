@@ -84,9 +84,7 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
           allocator->free(pointers[event.slot]);
           live[event.slot] = false;
           break;
-        case TraceOp::kEmptyCache:
-          allocator->empty_cache();
-          break;
+        case TraceOp::kEmptyCache: allocator->empty_cache(); break;
       }
       if (result.oom) break;
     }

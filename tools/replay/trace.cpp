@@ -52,9 +52,7 @@ void finalize_trace(Trace& trace, const std::function<std::string(std::size_t)>&
         live.erase(it);
         break;
       }
-      case TraceOp::kEmptyCache:
-        ++trace.empty_cache_count;
-        break;
+      case TraceOp::kEmptyCache: ++trace.empty_cache_count; break;
     }
     if (event.stream > highest_stream) highest_stream = event.stream;
   }

@@ -154,9 +154,7 @@ void write_trace_csv(const Trace& trace, std::ostream& out) {
       case TraceOp::kFree:
         out << "free," << event.id << ',' << event.size << ',' << event.stream << '\n';
         break;
-      case TraceOp::kEmptyCache:
-        out << "empty_cache,,,\n";
-        break;
+      case TraceOp::kEmptyCache: out << "empty_cache,,,\n"; break;
     }
   }
 }

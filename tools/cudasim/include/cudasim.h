@@ -46,12 +46,12 @@ extern "C" {
  * given; a cudaFreeAsync counts when its stream reaches it, and a cuMemRelease'd allocation
  * that is still mapped keeps counting in_use_bytes until its last cuMemUnmap. */
 typedef struct cudasim_counters {
-  uint64_t mallocs;       /* cudaMalloc, cudaMallocAsync and cuMemCreate calls that succeeded */
-  uint64_t frees;         /* cudaFree, cudaFreeAsync and cuMemRelease calls that succeeded */
-  uint64_t maps;          /* cuMemMap calls that succeeded */
-  uint64_t unmaps;        /* cuMemUnmap calls that succeeded */
-  uint64_t in_use_bytes;  /* device memory allocated now */
-  uint64_t peak_bytes;    /* high-water mark of in_use_bytes */
+  uint64_t mallocs;      /* cudaMalloc, cudaMallocAsync and cuMemCreate calls that succeeded */
+  uint64_t frees;        /* cudaFree, cudaFreeAsync and cuMemRelease calls that succeeded */
+  uint64_t maps;         /* cuMemMap calls that succeeded */
+  uint64_t unmaps;       /* cuMemUnmap calls that succeeded */
+  uint64_t in_use_bytes; /* device memory allocated now */
+  uint64_t peak_bytes;   /* high-water mark of in_use_bytes */
 } cudasim_counters;
 
 CUDASIM_WEAK int cudasim_get_counters(int device, cudasim_counters* out);
@@ -69,17 +69,17 @@ CUDASIM_WEAK int cudasim_reset_counters(int device);
  * cudaDeviceSynchronize, cuMemAddressReserve/Free) or it cannot be determined (an invalid
  * argument). Counted as the caller made them: cuCtxSynchronize counts once, as synchronize. */
 typedef struct cudasim_call_counts {
-  uint64_t malloc;        /* cudaMalloc, cudaMallocAsync (+_ptsz), of 0 bytes too */
-  uint64_t free;          /* cudaFree (non-NULL pointer), cudaFreeAsync (+_ptsz) */
-  uint64_t create;        /* cuMemCreate */
-  uint64_t release;       /* cuMemRelease */
-  uint64_t map;           /* cuMemMap */
-  uint64_t unmap;         /* cuMemUnmap */
-  uint64_t set_access;    /* cuMemSetAccess */
-  uint64_t synchronize;   /* cudaDeviceSynchronize, cudaStreamSynchronize(+_ptsz),
-                             cudaEventSynchronize, cuCtxSynchronize */
-  uint64_t reserve;       /* cuMemAddressReserve */
-  uint64_t address_free;  /* cuMemAddressFree */
+  uint64_t malloc;       /* cudaMalloc, cudaMallocAsync (+_ptsz), of 0 bytes too */
+  uint64_t free;         /* cudaFree (non-NULL pointer), cudaFreeAsync (+_ptsz) */
+  uint64_t create;       /* cuMemCreate */
+  uint64_t release;      /* cuMemRelease */
+  uint64_t map;          /* cuMemMap */
+  uint64_t unmap;        /* cuMemUnmap */
+  uint64_t set_access;   /* cuMemSetAccess */
+  uint64_t synchronize;  /* cudaDeviceSynchronize, cudaStreamSynchronize(+_ptsz),
+                            cudaEventSynchronize, cuCtxSynchronize */
+  uint64_t reserve;      /* cuMemAddressReserve */
+  uint64_t address_free; /* cuMemAddressFree */
 } cudasim_call_counts;
 
 CUDASIM_WEAK int cudasim_get_call_counts(int device, cudasim_call_counts* out);

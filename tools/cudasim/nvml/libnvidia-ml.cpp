@@ -40,16 +40,11 @@ nvmlReturn_t nvmlShutdown(void) { return kSuccess; }
 
 const char* nvmlErrorString(nvmlReturn_t result) {
   switch (result) {
-    case kSuccess:
-      return "Success";
-    case kInvalidArgument:
-      return "Invalid Argument";
-    case kNotSupported:
-      return "Not Supported";
-    case kNotFound:
-      return "Not Found";
-    default:
-      return "Unknown Error";
+    case kSuccess: return "Success";
+    case kInvalidArgument: return "Invalid Argument";
+    case kNotSupported: return "Not Supported";
+    case kNotFound: return "Not Found";
+    default: return "Unknown Error";
   }
 }
 

@@ -31,8 +31,7 @@ enum class DriverLookup { Found, NotFound, VersionTooLow };
 DriverLookup lookup_driver_symbol(const char* symbol, int cuda_version, void** function);
 
 cudaError_t driver_entry_point(const char* symbol, void** function, int cuda_version,
-                               unsigned long long flags,
-                               cudaDriverEntryPointQueryResult* status);
+                               unsigned long long flags, cudaDriverEntryPointQueryResult* status);
 
 cudaError_t launch_not_supported();
 

@@ -42,9 +42,17 @@ bool parse_bytes(std::string_view text, size_t* out) {
   };
   static constexpr Unit kUnits[] = {
       {"", 1ULL},
-      {"K", 1ULL << 10}, {"M", 1ULL << 20}, {"G", 1ULL << 30}, {"T", 1ULL << 40},
-      {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"TiB", 1ULL << 40},
-      {"KB", 1000ULL}, {"MB", 1000ULL * 1000}, {"GB", 1000ULL * 1000 * 1000},
+      {"K", 1ULL << 10},
+      {"M", 1ULL << 20},
+      {"G", 1ULL << 30},
+      {"T", 1ULL << 40},
+      {"KiB", 1ULL << 10},
+      {"MiB", 1ULL << 20},
+      {"GiB", 1ULL << 30},
+      {"TiB", 1ULL << 40},
+      {"KB", 1000ULL},
+      {"MB", 1000ULL * 1000},
+      {"GB", 1000ULL * 1000 * 1000},
       {"TB", 1000ULL * 1000 * 1000 * 1000},
   };
   for (const Unit& unit : kUnits) {

@@ -134,11 +134,8 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:
-      *pi = 0;
-      return CUDA_SUCCESS;
-    default:
-      break;
+    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: *pi = 0; return CUDA_SUCCESS;
+    default: break;
   }
   const std::optional<int> v = device_attribute(static_cast<cudaDeviceAttr>(attrib), dev);
   if (!v) return CUDA_ERROR_INVALID_VALUE;

@@ -11,7 +11,9 @@ constexpr uintptr_t kTagMask = uintptr_t{0xffff} << 48;
 constexpr unsigned kEventFlags =
     cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
 
-cudaEvent_t event_handle(EventId id) { return reinterpret_cast<cudaEvent_t>(kEventTag | (id << 4)); }
+cudaEvent_t event_handle(EventId id) {
+  return reinterpret_cast<cudaEvent_t>(kEventTag | (id << 4));
+}
 
 Event* find_event(State& s, cudaEvent_t handle) {
   const auto value = reinterpret_cast<uintptr_t>(handle);

@@ -40,8 +40,8 @@ struct Ticket {
 
 struct Op {
   uint64_t seq = 0;
-  std::vector<Ticket> waits;       // other streams' work this op must wait for
-  std::function<void()> action;    // the host-side effect (copy, free, event timestamp)
+  std::vector<Ticket> waits;     // other streams' work this op must wait for
+  std::function<void()> action;  // the host-side effect (copy, free, event timestamp)
 };
 
 enum class StreamKind { Legacy, PerThread, User };
@@ -69,7 +69,7 @@ struct Event {
 
 struct Allocation {
   int device = 0;
-  size_t bytes = 0;  // rounded size, as mapped and as counted
+  size_t bytes = 0;           // rounded size, as mapped and as counted
   bool free_pending = false;  // cudaFreeAsync enqueued but not yet run
 };
 
@@ -98,10 +98,10 @@ struct Device {
   cudasim_counters counters{};
   cudasim_call_counts calls{};  // cudasim_get_call_counts
   bool vmm_supported = true;    // cudasim_set_vmm_supported, CUDASIM_VMM
-  int fail_countdown = 0;  // cudasim_fail_nth_allocation; 0 = none pending
-  unsigned flags = 0;      // cudaSetDeviceFlags
+  int fail_countdown = 0;       // cudasim_fail_nth_allocation; 0 = none pending
+  unsigned flags = 0;           // cudaSetDeviceFlags
   StreamId legacy_stream = 0;
-  int memfd = -1;          // backing store of cuMemCreate, created on first use
+  int memfd = -1;  // backing store of cuMemCreate, created on first use
   uint64_t memfd_next = 0;
   int primary_context_retains = 0;  // cuDevicePrimaryCtxRetain minus Release (driver.cpp)
   uint64_t peer_access = 0;         // bit p: cudaDeviceEnablePeerAccess(p) done (peer.cpp)
