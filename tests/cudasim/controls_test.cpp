@@ -69,6 +69,37 @@ TEST_F(Controls, FailNthAllocation) {
   EXPECT_EQ(cudasim_fail_nth_allocation(4, 1), -1);
 }
 
+TEST_F(Controls, FailNthCallOfAKind) {
+  void* a = nullptr;
+  ASSERT_EQ(cudasim_fail_nth_call(0, "free", 2), 0);
+  ASSERT_CUDA(cudaMalloc(&a, 256));
+  ASSERT_CUDA(cudaFree(a));  // the first free
+  ASSERT_CUDA(cudaMalloc(&a, 256));
+  EXPECT_EQ(cudaFree(a), cudaErrorUnknown);  // the second: failed, nothing freed
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+  EXPECT_EQ(counters().in_use_bytes, 256u);
+  ASSERT_CUDA(cudaFree(a));     // only once
+  EXPECT_EQ(calls().free, 3u);  // the failed call counts too
+
+  ASSERT_EQ(cudasim_fail_nth_call(0, "synchronize", 1), 0);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorUnknown);
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  static_cast<void>(cudaGetLastError());
+
+  ASSERT_EQ(cudasim_fail_nth_call(0, "malloc", 1), 0);
+  EXPECT_EQ(cudaMalloc(&a, 256), cudaErrorMemoryAllocation);
+  static_cast<void>(cudaGetLastError());
+  ASSERT_EQ(cudasim_fail_nth_call(0, "malloc", 1), 0);
+  ASSERT_EQ(cudasim_fail_nth_call(0, "malloc", 0), 0);  // cancelled
+  ASSERT_CUDA(cudaMalloc(&a, 256));
+  ASSERT_CUDA(cudaFree(a));
+
+  EXPECT_EQ(cudasim_fail_nth_call(0, "no_such_kind", 1), -1);
+  EXPECT_EQ(cudasim_fail_nth_call(0, nullptr, 1), -1);
+  EXPECT_EQ(cudasim_fail_nth_call(0, "map", -1), -1);
+  EXPECT_EQ(cudasim_fail_nth_call(4, "map", 1), -1);
+}
+
 TEST_F(Controls, HoldAndReleaseStreams) {
   cudaStream_t s = nullptr;
   ASSERT_CUDA(cudaStreamCreate(&s));

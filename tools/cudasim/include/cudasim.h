@@ -12,6 +12,7 @@
  *                                                   allocator tries to save), failed ones too
  *   cudasim_set_capacity / cudasim_get_capacity     device memory size
  *   cudasim_fail_nth_allocation                     inject one out-of-memory
+ *   cudasim_fail_nth_call                           fail one device call of a kind
  *   cudasim_hold_stream / cudasim_release_stream    keep a stream's work pending
  *   cudasim_set_vmm_supported                       a device without the driver's VMM API
  *                                                   (CUDASIM_VMM=0: every device)
@@ -92,6 +93,15 @@ CUDASIM_WEAK size_t cudasim_get_capacity(int device);
 /* The nth device allocation from now on (1 = the next one) on this device fails with
  * cudaErrorMemoryAllocation, once. n = 0 cancels a pending failure. */
 CUDASIM_WEAK int cudasim_fail_nth_allocation(int device, int n);
+
+/* The nth call of one kind from now on (1 = the next one) on this device fails, once, before
+ * doing anything: kind is a field name of cudasim_call_counts ("malloc", "free", "create",
+ * "release", "map", "unmap", "set_access", "synchronize", "reserve", "address_free"). Calls
+ * that allocate (malloc, create, map, set_access, reserve) fail with out of memory
+ * (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY), the others with an unknown error
+ * (cudaErrorUnknown, CUDA_ERROR_UNKNOWN). The call is counted as usual. n = 0 cancels; one
+ * kind is pending at a time per device. Returns -1 for an unknown device or kind. */
+CUDASIM_WEAK int cudasim_fail_nth_call(int device, const char* kind, int n);
 
 /* While a stream is held, work enqueued on it does not complete: events recorded on it stay
  * pending (cudaEventQuery returns cudaErrorNotReady) and cudaStreamQuery returns

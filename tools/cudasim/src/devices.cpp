@@ -230,7 +230,9 @@ cudaError_t cudaDeviceSynchronize(void) {
   State& s = state();
   std::unique_lock lock(s.mutex);
   const int device = current_device();
-  count_call(s, device, &cudasim_call_counts::synchronize);
+  if (count_call(s, device, &cudasim_call_counts::synchronize)) {
+    return finish(injected_error(&cudasim_call_counts::synchronize));
+  }
   std::vector<Ticket> tickets;
   for (const auto& [id, st] : s.streams) {
     if (st.device == device) tickets.push_back({id, st.enqueued});

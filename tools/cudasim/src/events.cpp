@@ -133,7 +133,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   State& s = state();
   std::unique_lock lock(s.mutex);
   const Event* e = find_event(s, event);
-  count_call(s, e == nullptr ? -1 : e->device, &cudasim_call_counts::synchronize);
+  if (count_call(s, e == nullptr ? -1 : e->device, &cudasim_call_counts::synchronize)) {
+    return finish(injected_error(&cudasim_call_counts::synchronize));
+  }
   if (e == nullptr) return finish(cudaErrorInvalidResourceHandle);
   if (!e->recorded) return cudaSuccess;
   wait_for(lock, s, e->ticket);

@@ -148,8 +148,10 @@ cudaError_t malloc_async(void** ptr, size_t size, cudaStream_t stream, DefaultSt
   std::lock_guard lock(s.mutex);
   StreamId id = 0;
   const cudaError_t stream_error = resolve_stream(s, stream, mode, &id);
-  count_call(s, stream_error == cudaSuccess ? s.streams.at(id).device : -1,
-             &cudasim_call_counts::malloc);
+  if (count_call(s, stream_error == cudaSuccess ? s.streams.at(id).device : -1,
+                 &cudasim_call_counts::malloc)) {
+    return finish(injected_error(&cudasim_call_counts::malloc));
+  }
   if (ptr == nullptr) return finish(cudaErrorInvalidValue);
   if (stream_error != cudaSuccess) return finish(stream_error);
   if (size == 0) {
@@ -167,8 +169,10 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream mode) {
   const auto address = reinterpret_cast<uintptr_t>(ptr);
   if (ptr != nullptr) {
     const int device = allocation_device(s, address);
-    count_call(s, device >= 0 || stream_error != cudaSuccess ? device : s.streams.at(id).device,
-               &cudasim_call_counts::free);
+    if (count_call(s, device >= 0 || stream_error != cudaSuccess ? device : s.streams.at(id).device,
+                   &cudasim_call_counts::free)) {
+      return finish(injected_error(&cudasim_call_counts::free));
+    }
   }
   if (stream_error != cudaSuccess) return finish(stream_error);
   if (ptr == nullptr) return cudaSuccess;
@@ -192,7 +196,9 @@ extern "C" {
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  count_call(s, current_device(), &cudasim_call_counts::malloc);
+  if (count_call(s, current_device(), &cudasim_call_counts::malloc)) {
+    return finish(injected_error(&cudasim_call_counts::malloc));
+  }
   if (devPtr == nullptr) return finish(cudaErrorInvalidValue);
   if (size == 0) {
     *devPtr = nullptr;
@@ -208,7 +214,9 @@ cudaError_t cudaFree(void* devPtr) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto address = reinterpret_cast<uintptr_t>(devPtr);
-  count_call(s, allocation_device(s, address), &cudasim_call_counts::free);
+  if (count_call(s, allocation_device(s, address), &cudasim_call_counts::free)) {
+    return finish(injected_error(&cudasim_call_counts::free));
+  }
   const auto it = s.allocations.find(address);
   if (it == s.allocations.end() || it->second.free_pending) return finish(cudaErrorInvalidValue);
   release(s, it);

@@ -39,10 +39,27 @@ bool valid_device(const State& s, int device) {
   return device >= 0 && static_cast<size_t>(device) < s.devices.size();
 }
 
-void count_call(State& s, int device, CallKind kind) {
+bool count_call(State& s, int device, CallKind kind) {
   if (!valid_device(s, device)) device = current_device();
-  if (!valid_device(s, device)) return;
-  ++(s.devices[static_cast<size_t>(device)].calls.*kind);
+  if (!valid_device(s, device)) return false;
+  Device& d = s.devices[static_cast<size_t>(device)];
+  ++(d.calls.*kind);
+  if (d.fail_kind != kind || --d.fail_kind_countdown > 0) return false;
+  d.fail_kind = nullptr;
+  return true;
+}
+
+CUresult injected_driver_error(CallKind kind) {
+  const bool allocates =
+      kind == &cudasim_call_counts::malloc || kind == &cudasim_call_counts::create ||
+      kind == &cudasim_call_counts::map || kind == &cudasim_call_counts::set_access ||
+      kind == &cudasim_call_counts::reserve;
+  return allocates ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+}
+
+cudaError_t injected_error(CallKind kind) {
+  return injected_driver_error(kind) == CUDA_ERROR_OUT_OF_MEMORY ? cudaErrorMemoryAllocation
+                                                                 : cudaErrorUnknown;
 }
 
 cudaError_t charge(State& s, int device, size_t bytes) {

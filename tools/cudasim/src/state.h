@@ -99,7 +99,10 @@ struct Device {
   cudasim_call_counts calls{};  // cudasim_get_call_counts
   bool vmm_supported = true;    // cudasim_set_vmm_supported, CUDASIM_VMM
   int fail_countdown = 0;       // cudasim_fail_nth_allocation; 0 = none pending
-  unsigned flags = 0;           // cudaSetDeviceFlags
+  // cudasim_fail_nth_call: the kind whose call fails when its countdown reaches 0.
+  uint64_t cudasim_call_counts::*fail_kind = nullptr;
+  int fail_kind_countdown = 0;
+  unsigned flags = 0;  // cudaSetDeviceFlags
   StreamId legacy_stream = 0;
   int memfd = -1;  // backing store of cuMemCreate, created on first use
   uint64_t memfd_next = 0;
@@ -158,8 +161,14 @@ std::optional<int> device_attribute(cudaDeviceAttr attr, int device);
 
 // Counts one device call of a kind (cudasim_get_call_counts) on `device`, or on the calling
 // thread's current device when `device` is not a valid one (-1: none applies). Needs the lock.
+// Returns true when cudasim_fail_nth_call chose this call to fail: the caller then returns
+// injected_error(kind) (or injected_driver_error) and does nothing else.
 using CallKind = uint64_t cudasim_call_counts::*;
-void count_call(State& s, int device, CallKind kind);
+[[nodiscard]] bool count_call(State& s, int device, CallKind kind);
+// What an injected failure returns: out of memory for the calls that allocate (cudaMalloc,
+// cuMemCreate, cuMemMap, cuMemSetAccess, cuMemAddressReserve), an unknown error otherwise.
+cudaError_t injected_error(CallKind kind);
+CUresult injected_driver_error(CallKind kind);
 
 // Records a failure as the thread's last error and returns it; success passes through.
 cudaError_t finish(cudaError_t error);

@@ -174,7 +174,10 @@ cudaError_t stream_synchronize(cudaStream_t stream, DefaultStream mode) {
   std::unique_lock lock(s.mutex);
   StreamId id = 0;
   const cudaError_t e = resolve_stream(s, stream, mode, &id);
-  count_call(s, e == cudaSuccess ? s.streams.at(id).device : -1, &cudasim_call_counts::synchronize);
+  if (count_call(s, e == cudaSuccess ? s.streams.at(id).device : -1,
+                 &cudasim_call_counts::synchronize)) {
+    return finish(injected_error(&cudasim_call_counts::synchronize));
+  }
   if (e != cudaSuccess) return finish(e);
   wait_for(lock, s, Ticket{id, s.streams.at(id).enqueued});
   return cudaSuccess;

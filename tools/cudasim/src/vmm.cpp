@@ -139,7 +139,9 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
                              unsigned long long flags) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  count_call(s, -1, &cudasim_call_counts::reserve);
+  if (count_call(s, -1, &cudasim_call_counts::reserve)) {
+    return injected_driver_error(&cudasim_call_counts::reserve);
+  }
   if (ptr == nullptr || size == 0 || !granular(size) || !granular(addr) || flags != 0 ||
       (alignment & (alignment - 1)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -168,7 +170,9 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  count_call(s, -1, &cudasim_call_counts::address_free);
+  if (count_call(s, -1, &cudasim_call_counts::address_free)) {
+    return injected_driver_error(&cudasim_call_counts::address_free);
+  }
   const auto it = s.reservations.find(ptr);
   if (!granular(ptr) || !granular(size) || it == s.reservations.end() || it->second != size ||
       overlaps_mapping(s, ptr, size)) {
@@ -183,7 +187,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                      const CUmemAllocationProp* prop, unsigned long long flags) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  count_call(s, prop == nullptr ? -1 : prop->location.id, &cudasim_call_counts::create);
+  if (count_call(s, prop == nullptr ? -1 : prop->location.id, &cudasim_call_counts::create)) {
+    return injected_driver_error(&cudasim_call_counts::create);
+  }
   if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || !granular(size) ||
       prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -216,7 +222,10 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.physical.find(handle);
-  count_call(s, it == s.physical.end() ? -1 : it->second.device, &cudasim_call_counts::release);
+  if (count_call(s, it == s.physical.end() ? -1 : it->second.device,
+                 &cudasim_call_counts::release)) {
+    return injected_driver_error(&cudasim_call_counts::release);
+  }
   if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   ++s.devices[static_cast<size_t>(it->second.device)].counters.frees;
   // Like CUDA, the memory stays alive while mapped and goes with the last cuMemUnmap.
@@ -232,7 +241,9 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.physical.find(handle);
-  count_call(s, it == s.physical.end() ? -1 : it->second.device, &cudasim_call_counts::map);
+  if (count_call(s, it == s.physical.end() ? -1 : it->second.device, &cudasim_call_counts::map)) {
+    return injected_driver_error(&cudasim_call_counts::map);
+  }
   if (flags != 0 || size == 0 || !granular(ptr) || !granular(size) || offset != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -258,7 +269,9 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  count_call(s, mapping_device(s, ptr), &cudasim_call_counts::unmap);
+  if (count_call(s, mapping_device(s, ptr), &cudasim_call_counts::unmap)) {
+    return injected_driver_error(&cudasim_call_counts::unmap);
+  }
   if (size == 0 || !granular(ptr) || !granular(size) || !covered_by_mappings(s, ptr, size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -275,7 +288,9 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  count_call(s, mapping_device(s, ptr), &cudasim_call_counts::set_access);
+  if (count_call(s, mapping_device(s, ptr), &cudasim_call_counts::set_access)) {
+    return injected_driver_error(&cudasim_call_counts::set_access);
+  }
   if (desc == nullptr || count == 0 || size == 0 || !granular(ptr) || !granular(size)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
