@@ -2,7 +2,7 @@
 
 #include "device_caches.h"
 #include "real_runtime.h"
-#include "segment_registry.h"
+#include "segment_table.h"
 
 namespace cudacache::preload {
 

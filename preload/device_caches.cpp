@@ -6,7 +6,7 @@
 #include "log.h"
 #include "mutex.h"
 #include "real_runtime.h"
-#include "segment_registry.h"
+#include "segment_table.h"
 
 namespace cudacache::preload {
 namespace {

@@ -1,5 +1,6 @@
-// cudacache C++ API (C++17). A thin layer over the C ABI in cudacache.h: the same allocator,
-// with exceptions, RAII and std::function hooks.
+// cudacache C++ API (C++17): the same process-wide allocators as the C ABI in cudacache.h
+// (both are thin layers over them, allocator/api/), with exceptions, RAII and std::function
+// hooks. Types shared with the C ABI (statuses, the retry context) come from cudacache.h.
 #pragma once
 
 #include <cudacache/cudacache.h>

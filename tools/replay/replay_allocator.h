@@ -1,6 +1,6 @@
 // The narrow interface every allocator under comparison is replayed through. One small
 // adapter file per allocator implements it (nocache_allocator.cpp, cub_allocator.cpp,
-// cudacache_allocator.cpp); allocator_registry.cpp maps names to adapters.
+// cudacache_allocator.cpp); allocator_factory.cpp maps names to adapters.
 #pragma once
 
 #include <cuda_runtime_api.h>

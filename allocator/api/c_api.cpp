@@ -2,7 +2,7 @@
 // thread-local message.
 #include "device_stats.h"
 #include "log.h"
-#include "registry.h"
+#include "process_allocators.h"
 
 #include <cudacache/cudacache.h>
 #include <cudacache/cudacache.hpp>
@@ -61,7 +61,7 @@ int copy_out(const std::string& text, char* buf, std::size_t len) {
 
 MemoryStats stats_of(int device, cudacache_status* status) {
   MemoryStats stats;
-  *status = guarded([&] { stats = Registry::instance().device(device).stats(); });
+  *status = guarded([&] { stats = ProcessAllocators::instance().device(device).stats(); });
   return stats;
 }
 
@@ -76,7 +76,7 @@ std::size_t stat_value(int device, StatArray MemoryStats::*array, bool peak) {
 }  // namespace
 }  // namespace cudacache
 
-using cudacache::Registry;
+using cudacache::ProcessAllocators;
 
 extern "C" {
 
@@ -100,7 +100,7 @@ cudacache_status cudacache_allocate(void** out, size_t size, int device, cudaStr
   if (out == nullptr) return cudacache::invalid_argument("cudacache_allocate: out is NULL");
   *out = nullptr;
   return cudacache::guarded(
-      [&] { *out = Registry::instance().device(device).allocate(size, stream); });
+      [&] { *out = ProcessAllocators::instance().device(device).allocate(size, stream); });
 }
 
 void* cudacache_malloc(ssize_t size, int device, cudaStream_t stream) {
@@ -120,7 +120,7 @@ void cudacache_free(void* ptr, ssize_t size, int device, cudaStream_t /*stream*/
     return;
   }
   cudacache::guarded(
-      [&] { Registry::instance().device(device).deallocate(ptr, static_cast<size_t>(size)); });
+      [&] { ProcessAllocators::instance().device(device).deallocate(ptr, static_cast<size_t>(size)); });
 }
 
 cudacache_status cudacache_deallocate(void* ptr) {
@@ -152,48 +152,48 @@ size_t cudacache_max_memory_reserved(int device) {
 }
 
 cudacache_status cudacache_reset_peak_memory_stats(int device) {
-  return cudacache::guarded([&] { Registry::instance().device(device).reset_peak_stats(); });
+  return cudacache::guarded([&] { ProcessAllocators::instance().device(device).reset_peak_stats(); });
 }
 
 cudacache_status cudacache_reset_accumulated_memory_stats(int device) {
-  return cudacache::guarded([&] { Registry::instance().device(device).reset_accumulated_stats(); });
+  return cudacache::guarded([&] { ProcessAllocators::instance().device(device).reset_accumulated_stats(); });
 }
 
 int cudacache_memory_stats_json(int device, char* buf, size_t len) {
   std::string text;
   const cudacache_status status = cudacache::guarded(
-      [&] { text = cudacache::DeviceStats::to_json(Registry::instance().device(device).stats()); });
+      [&] { text = cudacache::DeviceStats::to_json(ProcessAllocators::instance().device(device).stats()); });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
 int cudacache_snapshot_json(int device, char* buf, size_t len) {
   std::string text;
   const cudacache_status status =
-      cudacache::guarded([&] { text = Registry::instance().device(device).snapshot_json(); });
+      cudacache::guarded([&] { text = ProcessAllocators::instance().device(device).snapshot_json(); });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
 cudacache_status cudacache_record_history(int device, size_t max_entries) {
   return cudacache::guarded(
-      [&] { Registry::instance().device(device).record_history(max_entries); });
+      [&] { ProcessAllocators::instance().device(device).record_history(max_entries); });
 }
 
 int cudacache_history_csv(int device, char* buf, size_t len) {
   std::string text;
   const cudacache_status status =
-      cudacache::guarded([&] { text = Registry::instance().device(device).history_csv(); });
+      cudacache::guarded([&] { text = ProcessAllocators::instance().device(device).history_csv(); });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
 cudacache_status cudacache_configure(const char* config) {
   if (config == nullptr) return cudacache::invalid_argument("cudacache_configure: config is NULL");
-  return cudacache::guarded([&] { Registry::instance().configure(config); });
+  return cudacache::guarded([&] { ProcessAllocators::instance().configure(config); });
 }
 
 const char* cudacache_config_help(void) {
   static thread_local std::string text;
   const cudacache_status status =
-      cudacache::guarded([&] { text = Registry::instance().config_help(); });
+      cudacache::guarded([&] { text = ProcessAllocators::instance().config_help(); });
   if (status != CUDACACHE_OK) text = cudacache::last_error;
   return text.c_str();
 }
@@ -203,7 +203,7 @@ int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data) {
     cudacache::invalid_argument("cudacache_register_retry_hook: hook is NULL");
     return -1;
   }
-  return Registry::instance().hooks().add([hook, user_data](const cudacache::OomContext& context) {
+  return ProcessAllocators::instance().hooks().add([hook, user_data](const cudacache::OomContext& context) {
     cudacache::OomContext with_data = context;
     with_data.user_data = user_data;
     return hook(&with_data);
@@ -211,7 +211,7 @@ int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data) {
 }
 
 cudacache_status cudacache_unregister_retry_hook(int handle) {
-  if (!Registry::instance().hooks().remove(handle)) {
+  if (!ProcessAllocators::instance().hooks().remove(handle)) {
     return cudacache::invalid_argument("cudacache_unregister_retry_hook: unknown handle " +
                                        std::to_string(handle));
   }
@@ -221,6 +221,6 @@ cudacache_status cudacache_unregister_retry_hook(int handle) {
 // Not in the public header: for tests only. The options are fixed at first use for the life
 // of a process; between test cases this starts afresh, so that a test binary also passes when
 // all its cases run in one process. Never call it while other threads use cudacache.
-CUDACACHE_API void cudacache_testing_reset(void) { Registry::instance().reset_for_testing(); }
+CUDACACHE_API void cudacache_testing_reset(void) { ProcessAllocators::instance().reset_for_testing(); }
 
 }  // extern "C"

@@ -1,4 +1,4 @@
-#include "registry.h"
+#include "process_allocators.h"
 
 #include "device_api.h"
 #include "log.h"
@@ -7,14 +7,14 @@
 
 namespace cudacache {
 
-Registry& Registry::instance() {
-  static Registry* registry = new Registry;  // never destroyed, see registry.h
-  return *registry;
+ProcessAllocators& ProcessAllocators::instance() {
+  static auto* allocators = new ProcessAllocators;  // never destroyed, see process_allocators.h
+  return *allocators;
 }
 
-Registry::Registry() : hooks_(std::make_shared<RetryHooks>()) {}
+ProcessAllocators::ProcessAllocators() : hooks_(std::make_shared<RetryHooks>()) {}
 
-void Registry::configure(std::string_view config) {
+void ProcessAllocators::configure(std::string_view config) {
   MutexLock lock(mutex_);
   if (started_) {
     throw Error(CUDACACHE_CONFIG,
@@ -31,14 +31,14 @@ void Registry::configure(std::string_view config) {
   configured_.append(config.data(), config.size());
 }
 
-Options Registry::pending_options() const {
+Options ProcessAllocators::pending_options() const {
   Options options;
   if (const char* environment = std::getenv("CUDACACHE_CONF")) options.apply(environment);
   if (!configured_.empty()) options.apply(configured_);
   return options;
 }
 
-void Registry::start() {
+void ProcessAllocators::start() {
   if (started_) return;
   options_ = pending_options();
   device_count_ = device_api::device_count();
@@ -51,7 +51,7 @@ void Registry::start() {
                 options_.to_config_string());
 }
 
-DeviceAllocator& Registry::device(int device) {
+DeviceAllocator& ProcessAllocators::device(int device) {
   if (!ready_.load(std::memory_order_acquire)) {
     MutexLock lock(mutex_);
     start();
@@ -78,7 +78,7 @@ DeviceAllocator& Registry::device(int device) {
   return *created;
 }
 
-std::vector<DeviceAllocator*> Registry::created() const {
+std::vector<DeviceAllocator*> ProcessAllocators::created() const {
   std::vector<DeviceAllocator*> result;
   if (!ready_.load(std::memory_order_acquire)) return result;
   for (int i = 0; i < device_count_; ++i) {
@@ -89,7 +89,7 @@ std::vector<DeviceAllocator*> Registry::created() const {
   return result;
 }
 
-void Registry::reset_for_testing() {
+void ProcessAllocators::reset_for_testing() {
   MutexLock lock(mutex_);
   ready_.store(false, std::memory_order_release);
   for (int i = 0; i < device_count_; ++i) {
@@ -103,7 +103,7 @@ void Registry::reset_for_testing() {
   hooks_ = std::make_shared<RetryHooks>();
 }
 
-std::string Registry::config_help() {
+std::string ProcessAllocators::config_help() {
   MutexLock lock(mutex_);
   if (started_) return options_.describe();
   return pending_options().describe();

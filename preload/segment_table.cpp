@@ -3,7 +3,7 @@
 // in the worst way: when the pointer is a segment's base, the real runtime would free the whole
 // segment under the cache. The hooks report it as the runtime reports a pointer it does not
 // know (cudaErrorInvalidValue) instead.
-#include "segment_registry.h"
+#include "segment_table.h"
 
 #include "mutex.h"
 
@@ -19,14 +19,14 @@ struct SegmentRange {
   int device;
 };
 
-struct Registry {
+struct SegmentTable {
   Mutex mutex;
   std::map<std::uintptr_t, SegmentRange> segments CUDACACHE_GUARDED_BY(mutex);  // by base address
 };
 
 // Never destroyed: frees can arrive from other libraries' static destructors.
-Registry& registry() {
-  static Registry* instance = new Registry;
+SegmentTable& segment_table() {
+  static SegmentTable* instance = new SegmentTable;
   return *instance;
 }
 
@@ -34,7 +34,7 @@ Registry& registry() {
 
 int segment_device(const void* ptr) {
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  Registry& r = registry();
+  SegmentTable& r = segment_table();
   MutexLock lock(r.mutex);
   auto it = r.segments.upper_bound(address);
   if (it == r.segments.begin()) return -1;
@@ -52,7 +52,7 @@ cudaError_t obtain_tracked(int device, std::size_t bytes, std::uintptr_t* base, 
   const cudaError_t error = obtain();
   if (error != cudaSuccess) return error;
   try {
-    Registry& r = registry();
+    SegmentTable& r = segment_table();
     MutexLock lock(r.mutex);
     r.segments[*base] = {bytes, device};
   } catch (const std::bad_alloc&) {
@@ -64,7 +64,7 @@ cudaError_t obtain_tracked(int device, std::size_t bytes, std::uintptr_t* base, 
 }
 
 void forget(std::uintptr_t base) {
-  Registry& r = registry();
+  SegmentTable& r = segment_table();
   MutexLock lock(r.mutex);
   r.segments.erase(base);
 }

@@ -18,9 +18,9 @@
 
 namespace cudacache {
 
-class Registry {
+class ProcessAllocators {
  public:
-  static Registry& instance();
+  static ProcessAllocators& instance();
 
   // Throws Error (CONFIG) after first use or for a bad string.
   void configure(std::string_view config);
@@ -36,11 +36,11 @@ class Registry {
   std::string config_help();
   // Tests only (cudacache_testing_reset): destroys every allocator (its cached memory goes back
   // to the device), forgets the options, the configure() keys and the hooks. Not safe while
-  // another thread uses the registry.
+  // another thread uses them.
   void reset_for_testing();
 
  private:
-  Registry();
+  ProcessAllocators();
   void start() CUDACACHE_REQUIRES(mutex_);  // fixes the options; throws Error (CONFIG)
   Options pending_options() const CUDACACHE_REQUIRES(mutex_);
 

@@ -1,7 +1,7 @@
-// The C++ API (include/cudacache/cudacache.hpp) over the process-wide Registry.
+// The C++ API (include/cudacache/cudacache.hpp) over the process-wide ProcessAllocators.
 #include "device_stats.h"
 #include "log.h"
-#include "registry.h"
+#include "process_allocators.h"
 
 #include <cudacache/cudacache.hpp>
 
@@ -10,16 +10,16 @@
 namespace cudacache {
 
 void* allocate(std::size_t bytes, cudaStream_t stream) {
-  return Registry::instance().device(-1).allocate(bytes, stream);
+  return ProcessAllocators::instance().device(-1).allocate(bytes, stream);
 }
 
 void* allocate(std::size_t bytes, int device, cudaStream_t stream) {
-  return Registry::instance().device(device).allocate(bytes, stream);
+  return ProcessAllocators::instance().device(device).allocate(bytes, stream);
 }
 
 void deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  for (DeviceAllocator* allocator : Registry::instance().created()) {
+  for (DeviceAllocator* allocator : ProcessAllocators::instance().created()) {
     if (allocator->deallocate_if_owned(ptr)) return;
   }
   char text[32];
@@ -31,7 +31,7 @@ void deallocate(void* ptr) {
 }
 
 void record_stream(void* ptr, cudaStream_t stream) {
-  for (DeviceAllocator* allocator : Registry::instance().created()) {
+  for (DeviceAllocator* allocator : ProcessAllocators::instance().created()) {
     try {
       allocator->record_stream(ptr, stream);
       return;
@@ -46,37 +46,37 @@ void record_stream(void* ptr, cudaStream_t stream) {
 }
 
 void empty_cache() {
-  for (DeviceAllocator* allocator : Registry::instance().created()) allocator->empty_cache();
+  for (DeviceAllocator* allocator : ProcessAllocators::instance().created()) allocator->empty_cache();
 }
 
-MemoryStats memory_stats(int device) { return Registry::instance().device(device).stats(); }
+MemoryStats memory_stats(int device) { return ProcessAllocators::instance().device(device).stats(); }
 
-void reset_peak_memory_stats(int device) { Registry::instance().device(device).reset_peak_stats(); }
+void reset_peak_memory_stats(int device) { ProcessAllocators::instance().device(device).reset_peak_stats(); }
 
 void reset_accumulated_memory_stats(int device) {
-  Registry::instance().device(device).reset_accumulated_stats();
+  ProcessAllocators::instance().device(device).reset_accumulated_stats();
 }
 
 std::string memory_stats_json(int device) {
-  return DeviceStats::to_json(Registry::instance().device(device).stats());
+  return DeviceStats::to_json(ProcessAllocators::instance().device(device).stats());
 }
 
 std::string snapshot_json(int device) {
-  return Registry::instance().device(device).snapshot_json();
+  return ProcessAllocators::instance().device(device).snapshot_json();
 }
 
 void record_history(std::size_t max_entries, int device) {
-  Registry::instance().device(device).record_history(max_entries);
+  ProcessAllocators::instance().device(device).record_history(max_entries);
 }
 
-std::string history_csv(int device) { return Registry::instance().device(device).history_csv(); }
+std::string history_csv(int device) { return ProcessAllocators::instance().device(device).history_csv(); }
 
-void configure(const std::string& config) { Registry::instance().configure(config); }
+void configure(const std::string& config) { ProcessAllocators::instance().configure(config); }
 
-int add_retry_hook(RetryHook hook) { return Registry::instance().hooks().add(std::move(hook)); }
+int add_retry_hook(RetryHook hook) { return ProcessAllocators::instance().hooks().add(std::move(hook)); }
 
 void remove_retry_hook(int handle) {
-  if (!Registry::instance().hooks().remove(handle)) {
+  if (!ProcessAllocators::instance().hooks().remove(handle)) {
     throw Error(CUDACACHE_INVALID_ARGUMENT,
                 "cudacache: unknown retry hook handle " + std::to_string(handle));
   }
