@@ -57,13 +57,10 @@ FreeResult free_stream_ordered(void* ptr, cudaStream_t stream_key) {
   if (!wait_for_stream) {
     try {
       // The block stays out of the pool until an event on the freeing stream completes.
-      allocator->record_stream(ptr, stream_key);
-    } catch (const Error& error) {
-      if (error.status() == CUDACACHE_UNKNOWN_POINTER) {
+      if (!allocator->record_stream_if_owned(ptr, stream_key)) {
         return {FreeOutcome::kInvalidPointer, cudaSuccess};
       }
-      wait_for_stream = true;  // a stream the allocator cannot record on (another device)
-    } catch (const std::exception&) {
+    } catch (const std::exception&) {  // a stream it cannot record on (another device)
       wait_for_stream = true;
     }
   }

@@ -1,6 +1,7 @@
 // The C ABI (include/cudacache/cudacache.h): exceptions become status codes and a
 // thread-local message.
 #include "device_stats.h"
+#include "error_report.h"
 #include "log.h"
 #include "process_allocators.h"
 
@@ -45,8 +46,7 @@ cudacache_status guarded(Fn&& fn) noexcept {
 }
 
 cudacache_status invalid_argument(const std::string& message) {
-  logger().error("{}", message);
-  return record_failure(CUDACACHE_INVALID_ARGUMENT, message);
+  return guarded([&] { report::invalid_argument(message); });
 }
 
 // snprintf contract: copy what fits, NUL-terminate, return the full length.

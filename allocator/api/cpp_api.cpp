@@ -1,5 +1,6 @@
 // The C++ API (include/cudacache/cudacache.hpp) over the process-wide ProcessAllocators.
 #include "device_stats.h"
+#include "error_report.h"
 #include "log.h"
 #include "process_allocators.h"
 
@@ -22,27 +23,16 @@ void deallocate(void* ptr) {
   for (DeviceAllocator* allocator : ProcessAllocators::instance().created()) {
     if (allocator->deallocate_if_owned(ptr)) return;
   }
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", ptr);
-  const std::string message = std::string("cudacache: free of ") + text +
-                              ", which cudacache did not allocate (or already freed)";
-  logger().error("{}", message);
-  throw Error(CUDACACHE_UNKNOWN_POINTER, message);
+  report::unknown_pointer("cudacache: free of " + report::pointer_text(ptr) +
+                          ", which cudacache did not allocate (or already freed)");
 }
 
 void record_stream(void* ptr, cudaStream_t stream) {
   for (DeviceAllocator* allocator : ProcessAllocators::instance().created()) {
-    try {
-      allocator->record_stream(ptr, stream);
-      return;
-    } catch (const Error& error) {
-      if (error.status() != CUDACACHE_UNKNOWN_POINTER) throw;
-    }
+    if (allocator->record_stream_if_owned(ptr, stream)) return;
   }
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", ptr);
-  throw Error(CUDACACHE_UNKNOWN_POINTER, std::string("cudacache: record_stream on ") + text +
-                                             ", which cudacache did not allocate");
+  report::unknown_pointer("cudacache: record_stream on " + report::pointer_text(ptr) +
+                          ", which cudacache did not allocate");
 }
 
 void empty_cache() {
@@ -77,8 +67,7 @@ int add_retry_hook(RetryHook hook) { return ProcessAllocators::instance().hooks(
 
 void remove_retry_hook(int handle) {
   if (!ProcessAllocators::instance().hooks().remove(handle)) {
-    throw Error(CUDACACHE_INVALID_ARGUMENT,
-                "cudacache: unknown retry hook handle " + std::to_string(handle));
+    report::invalid_argument("cudacache: unknown retry hook handle " + std::to_string(handle));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "process_allocators.h"
 
 #include "device_api.h"
+#include "error_report.h"
 #include "log.h"
 
 #include <cstdlib>
@@ -17,10 +18,7 @@ ProcessAllocators::ProcessAllocators() : hooks_(std::make_shared<RetryHooks>()) 
 void ProcessAllocators::configure(std::string_view config) {
   MutexLock lock(mutex_);
   if (started_) {
-    throw Error(CUDACACHE_CONFIG,
-                "cudacache_configure must be called before the first allocation; the options "
-                "are fixed at first use (" +
-                    options_.to_config_string() + ")");
+    report::config_after_first_use(options_.to_config_string());
   }
   Options check;
   check.apply(config);  // throws with the offending key or value
@@ -59,15 +57,11 @@ DeviceAllocator& ProcessAllocators::device(int device) {
   if (device == -1) {
     const cudaError_t error = device_api::current_device(&device);
     if (error != cudaSuccess) {
-      throw Error(CUDACACHE_CUDA_ERROR, std::string("cudacache: cudaGetDevice failed: ") +
-                                            device_api::error_string(error));
+      report::cuda_error("cudaGetDevice", -1, error);
     }
   }
   if (device < 0 || device >= device_count_) {
-    const std::string message = "cudacache: invalid device ordinal " + std::to_string(device) +
-                                " (" + std::to_string(device_count_) + " devices)";
-    logger().error("{}", message);
-    throw Error(CUDACACHE_INVALID_DEVICE, message);
+    report::invalid_device(device, device_count_);
   }
   std::atomic<DeviceAllocator*>& slot = allocators_[static_cast<std::size_t>(device)];
   if (DeviceAllocator* existing = slot.load(std::memory_order_acquire)) return *existing;

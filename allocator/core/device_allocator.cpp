@@ -45,6 +45,7 @@
 #include "device_allocator.h"
 
 #include "device_api.h"
+#include "error_report.h"
 #include "history_csv.h"
 #include "log.h"
 #include "oom_report.h"
@@ -58,16 +59,7 @@
 namespace cudacache {
 namespace {
 
-[[noreturn]] void fail(cudacache_status status, const std::string& message) {
-  logger().error("{}", message);
-  throw Error(status, message);
-}
-
-std::string pointer_text(const void* ptr) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", ptr);
-  return text;
-}
+using report::pointer_text;
 
 std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(value); }
 
@@ -81,12 +73,11 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
       hooks_(hooks ? std::move(hooks) : std::make_shared<RetryHooks>()) {
   const int count = device_api::device_count();
   if (device < 0 || device >= count) {
-    fail(CUDACACHE_INVALID_DEVICE, "cudacache: invalid device ordinal " + std::to_string(device) +
-                                       " (" + std::to_string(count) + " devices)");
+    report::invalid_device(device, count);
   }
   if (backend != nullptr && backend->device() != device) {
-    fail(CUDACACHE_INVALID_ARGUMENT,
-         "cudacache: a segment backend of device " + std::to_string(backend->device()) +
+    report::invalid_argument(
+        "cudacache: a segment backend of device " + std::to_string(backend->device()) +
              " handed to the allocator of device " + std::to_string(device));
   }
   backend_ = backend ? std::move(backend) : make_segment_backend(device, options_.wants_pages());
@@ -97,8 +88,7 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
     std::size_t total_bytes = 0;
     const cudaError_t error = device_api::memory_info(device_, &free_bytes, &total_bytes);
     if (error != cudaSuccess) {
-      fail(CUDACACHE_CUDA_ERROR,
-           std::string("cudacache: cudaMemGetInfo failed: ") + device_api::error_string(error));
+      report::cuda_error("cudaMemGetInfo", device_, error);
     }
     allowed_maximum_ = static_cast<std::size_t>(options_.per_process_memory_fraction.value *
                                                 static_cast<double>(total_bytes));
@@ -139,7 +129,7 @@ DeviceAllocator::~DeviceAllocator() {
 void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   if (size == 0) return nullptr;
   if (size > kMaxRequestBytes) {
-    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: requested size " + std::to_string(size) +
+    report::invalid_argument("cudacache: requested size " + std::to_string(size) +
                                          " bytes is larger than the maximum " +
                                          std::to_string(kMaxRequestBytes));
   }
@@ -222,9 +212,7 @@ Block* DeviceAllocator::allocate_segment(Request& request) {
   const cudaError_t error = backend_->allocate(bytes, &base);
   if (error == cudaErrorMemoryAllocation) return nullptr;
   if (error != cudaSuccess) {
-    fail(CUDACACHE_CUDA_ERROR, "cudacache: cudaMalloc of " + std::to_string(bytes) +
-                                   " bytes on device " + std::to_string(device_) +
-                                   " failed: " + device_api::error_string(error));
+    report::cuda_error("cudaMalloc of " + std::to_string(bytes) + " bytes", device_, error);
   }
   auto* segment = new Segment;
   segment->base = base;
@@ -445,13 +433,13 @@ void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> r
   MutexLock lock(mutex_);
   const auto it = allocated_.find(ptr);
   if (it == allocated_.end()) {
-    fail(CUDACACHE_UNKNOWN_POINTER,
-         "cudacache: free of " + pointer_text(ptr) + ", which is not allocated on device " +
+    report::unknown_pointer(
+        "cudacache: free of " + pointer_text(ptr) + ", which is not allocated on device " +
              std::to_string(device_) + " (never allocated, or already freed)");
   }
   Block* block = it->second;
   if (requested_size && *requested_size != block->requested_size) {
-    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: free of " + pointer_text(ptr) + " with size " +
+    report::invalid_argument("cudacache: free of " + pointer_text(ptr) + " with size " +
                                          std::to_string(*requested_size) +
                                          " bytes, but it was allocated with " +
                                          std::to_string(block->requested_size) + " bytes");
@@ -539,18 +527,22 @@ void DeviceAllocator::free_block(Block* block) {
 }
 
 void DeviceAllocator::record_stream(void* ptr, cudaStream_t stream) {
+  if (!record_stream_if_owned(ptr, stream)) {
+    report::unknown_pointer("cudacache: record_stream on " + pointer_text(ptr) +
+                            ", which is not allocated on device " + std::to_string(device_));
+  }
+}
+
+bool DeviceAllocator::record_stream_if_owned(void* ptr, cudaStream_t stream) {
   MutexLock lock(mutex_);
   const auto it = allocated_.find(ptr);
-  if (it == allocated_.end()) {
-    fail(CUDACACHE_UNKNOWN_POINTER, "cudacache: record_stream on " + pointer_text(ptr) +
-                                        ", which is not allocated on device " +
-                                        std::to_string(device_));
-  }
+  if (it == allocated_.end()) return false;
   validate_stream(stream);
   Block* block = it->second;
-  if (stream == block->stream) return;
+  if (stream == block->stream) return true;
   auto& uses = block->stream_uses;
   if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  return true;
 }
 
 void DeviceAllocator::empty_cache() {
@@ -626,7 +618,7 @@ std::string DeviceAllocator::snapshot_json() const { return snapshot_to_json(sna
 
 void DeviceAllocator::record_history(std::size_t max_entries) {
   if (max_entries > kMaxHistoryEntries) {
-    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: record_history of " + std::to_string(max_entries) +
+    report::invalid_argument("cudacache: record_history of " + std::to_string(max_entries) +
                                          " entries is above the maximum " +
                                          std::to_string(kMaxHistoryEntries) +
                                          " (0 stops recording)");
@@ -673,12 +665,12 @@ void DeviceAllocator::validate_stream(cudaStream_t stream) {
   int stream_device = -1;
   const cudaError_t error = device_api::stream_device(stream, &stream_device);
   if (error != cudaSuccess) {
-    fail(CUDACACHE_INVALID_ARGUMENT, "cudacache: " + pointer_text(stream) +
+    report::invalid_argument("cudacache: " + pointer_text(stream) +
                                          " is not a valid CUDA stream (cudaStreamGetDevice: " +
                                          device_api::error_string(error) + ")");
   }
   if (stream_device != device_) {
-    fail(CUDACACHE_INVALID_DEVICE, "cudacache: stream " + pointer_text(stream) +
+    report::wrong_device("cudacache: stream " + pointer_text(stream) +
                                        " belongs to device " + std::to_string(stream_device) +
                                        ", not to device " + std::to_string(device_));
   }

@@ -53,7 +53,12 @@ class DeviceAllocator {
   void deallocate(void* ptr, std::size_t requested_size) CUDACACHE_EXCLUDES(mutex_);
   // Frees ptr and returns true if this allocator owns it; false (nothing done) otherwise.
   bool deallocate_if_owned(void* ptr) CUDACACHE_EXCLUDES(mutex_);
+  // Throws Error (UNKNOWN_POINTER) for a pointer that is not allocated here, or for a bad
+  // stream (INVALID_ARGUMENT, INVALID_DEVICE).
   void record_stream(void* ptr, cudaStream_t stream) CUDACACHE_EXCLUDES(mutex_);
+  // The ownership query: records the use and returns true if this allocator owns ptr; false
+  // (nothing done, nothing logged) otherwise. A bad stream still throws.
+  bool record_stream_if_owned(void* ptr, cudaStream_t stream) CUDACACHE_EXCLUDES(mutex_);
   void empty_cache() CUDACACHE_EXCLUDES(mutex_);
 
   MemoryStats stats() const CUDACACHE_EXCLUDES(mutex_);

@@ -34,6 +34,7 @@
 #include "device_allocator.h"
 
 #include "device_api.h"
+#include "error_report.h"
 #include "log.h"
 
 #include <algorithm>
@@ -71,14 +72,6 @@ bool has_space(const Block* block, std::size_t size) {
   std::size_t bytes = 0;
   for (; bytes < size && allocatable(block); block = block->next) bytes += block->size;
   return bytes >= size;
-}
-
-[[noreturn]] void fail_device_call(int device, const char* what, cudaError_t error) {
-  const std::string message = std::string("cudacache: ") + what + " on device " +
-                              std::to_string(device) +
-                              " failed: " + device_api::error_string(error);
-  logger().error("{}", message);
-  throw Error(CUDACACHE_CUDA_ERROR, message);
 }
 
 }  // namespace
@@ -136,7 +129,7 @@ Block* DeviceAllocator::find_expandable_block(const Request& request) {
   std::size_t total_bytes = 0;
   if (const cudaError_t error = device_api::memory_info(device_, &free_bytes, &total_bytes);
       error != cudaSuccess) {
-    fail_device_call(device_, "cudaMemGetInfo", error);
+    report::cuda_error("cudaMemGetInfo", device_, error);
   }
   const std::size_t page =
       pool.kind() == PoolKind::kSmall || moves_pages_ ? kSmallPage : kLargePage;
@@ -146,7 +139,7 @@ Block* DeviceAllocator::find_expandable_block(const Request& request) {
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
   if (range == nullptr && error == cudaErrorMemoryAllocation) return nullptr;
-  if (range == nullptr) fail_device_call(device_, "cuMemAddressReserve", error);
+  if (range == nullptr) report::cuda_error("cuMemAddressReserve", device_, error);
 
   auto* segment = new Segment;
   segment->base = range->base();
@@ -177,7 +170,7 @@ bool DeviceAllocator::map_block(Block* block, std::size_t size) {
   if (!moves_pages_) {
     const cudaError_t error = range.map(block->address, size, &mapped);
     if (error == cudaErrorMemoryAllocation) return false;
-    if (error != cudaSuccess) fail_device_call(device_, "mapping pages", error);
+    if (error != cudaSuccess) report::cuda_error("mapping pages", device_, error);
   } else {
     // Room is judged for what a large page would map, so that a small device gets small pages.
     const bool room = device_has_room(round_up(size, kLargePage));
@@ -189,7 +182,7 @@ bool DeviceAllocator::map_block(Block* block, std::size_t size) {
     const cudaError_t error = range.map_pages(block->address, pages, &mapped);
     if (error != cudaSuccess) {
       release_pages(*backend_, pages);
-      fail_device_call(device_, "mapping pages", error);
+      report::cuda_error("mapping pages", device_, error);
     }
   }
   pool.erase(block);
@@ -320,7 +313,7 @@ bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_
   if (error != cudaSuccess) {
     release_pages(*backend_, *pages);
     pages->clear();
-    fail_device_call(device_, "cuMemCreate", error);
+    report::cuda_error("cuMemCreate", device_, error);
   }
   return true;
 }

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include "error_report.h"
 #include "history.h"
 
 #include <cudacache/cudacache.hpp>
@@ -62,11 +63,6 @@ std::vector<std::string_view> split_entries(std::string_view config, std::string
   }
   if (depth != 0) *error = "unbalanced '['";
   return entries;
-}
-
-[[noreturn]] void config_error(const std::string& message) {
-  throw Error(CUDACACHE_CONFIG,
-              "cudacache config: " + message + ". Valid keys: " + Options::valid_keys() + ".");
 }
 
 }  // namespace
@@ -237,19 +233,19 @@ Options::Options(std::string_view config) { apply(config); }
 void Options::apply(std::string_view config) {
   std::string error;
   const std::vector<std::string_view> entries = split_entries(trim(config), &error);
-  if (!error.empty()) config_error(error + " in \"" + std::string(config) + "\"");
+  if (!error.empty()) report::config(error + " in \"" + std::string(config) + "\"");
   Options updated = *this;
   bool sets_policy = false;
   bool sets_expandable = false;
   for (const std::string_view entry : entries) {
     if (entry.empty()) {
       if (entries.size() == 1) break;  // "" configures nothing
-      config_error("empty entry in \"" + std::string(config) + "\"");
+      report::config("empty entry in \"" + std::string(config) + "\"");
     }
     const std::size_t colon = entry.find(':');
     const std::string_view key = trim(entry.substr(0, colon));
     if (colon == std::string_view::npos) {
-      config_error("entry '" + std::string(entry) + "' has no ':value'");
+      report::config("entry '" + std::string(entry) + "' has no ':value'");
     }
     const std::string_view value = trim(entry.substr(colon + 1));
     bool known = false;
@@ -258,13 +254,13 @@ void Options::apply(std::string_view config) {
     known = true;                                                                          \
     const std::string expected = updated.name.parse(value);                                \
     if (!expected.empty()) {                                                               \
-      config_error("invalid value '" + std::string(value) + "' for " #name ": expected " + \
+      report::config("invalid value '" + std::string(value) + "' for " #name ": expected " + \
                    expected);                                                              \
     }                                                                                      \
   }
 #include "options.inc"
 #undef CUDACACHE_OPTION
-    if (!known) config_error("unknown key '" + std::string(key) + "'");
+    if (!known) report::config("unknown key '" + std::string(key) + "'");
     sets_policy = sets_policy || key == "policy";
     sets_expandable = sets_expandable || key == "expandable_segments";
   }
@@ -274,7 +270,7 @@ void Options::apply(std::string_view config) {
     updated.policy.kind = AllocatorPolicy::Kind::kPyTorch;
   }
   if (updated.policy.is_cudacache() && updated.expandable_segments.enabled) {
-    config_error("policy:cudacache cannot be combined with expandable_segments:True in \"" +
+    report::config("policy:cudacache cannot be combined with expandable_segments:True in \"" +
                  std::string(config) +
                  "\": cudacache's policy always maps driver-VMM pages; PyTorch's expandable "
                  "segments are policy:pytorch,expandable_segments:True");

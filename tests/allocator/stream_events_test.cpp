@@ -1,8 +1,12 @@
 // record_stream: a block freed while another stream still uses it is reused only after that
 // stream's work completes. cudasim_hold_stream makes "still running" deterministic.
+#include "log.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include <memory>
 
 namespace cudacache {
 namespace {
@@ -133,6 +137,39 @@ TEST_F(StreamEventsTest, StreamOfAnotherDeviceIsRejected) {
     allocator.deallocate(a);
   }
   cudaStreamDestroy(foreign);
+}
+
+// Issue 16: the C++ API and the preload find a pointer's allocator by asking each one; the
+// question is not an error. record_stream_if_owned answers without logging; record_stream of a
+// pointer nobody owns is one logged UNKNOWN_POINTER error.
+TEST_F(StreamEventsTest, OwnershipQueryIsNotAnError) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  spdlog::logger& log = logger();
+  const spdlog::level::level_enum level = log.level();
+  log.sinks().push_back(sink);
+  log.set_level(spdlog::level::err);
+
+  DeviceAllocator allocator(0, Options{});
+  void* owned = allocator.allocate(4096, compute_);
+  int foreign = 0;
+  EXPECT_FALSE(allocator.record_stream_if_owned(&foreign, copy_));
+  EXPECT_TRUE(allocator.record_stream_if_owned(owned, copy_));
+  EXPECT_TRUE(sink->last_formatted().empty());
+  try {
+    allocator.record_stream(&foreign, copy_);
+    ADD_FAILURE() << "record_stream of a foreign pointer did not throw";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_UNKNOWN_POINTER);
+  }
+  EXPECT_EQ(sink->last_formatted().size(), 1u);
+  // The recorded use is real: the block waits for copy_ after the free.
+  ASSERT_EQ(cudasim_hold_stream(copy_), 0);
+  allocator.deallocate(owned);
+  EXPECT_EQ(allocator.stats().active[kAllPools].current, 1);
+  ASSERT_EQ(cudasim_release_stream(copy_), 0);
+
+  log.sinks().pop_back();
+  log.set_level(level);
 }
 
 }  // namespace
