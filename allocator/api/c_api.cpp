@@ -9,6 +9,7 @@
 #include <cudacache/cudacache.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -65,6 +66,10 @@ MemoryStats stats_of(int device, cudacache_status* status) {
   return stats;
 }
 
+cudacache_stat to_c(const Stat& stat) {
+  return {stat.current, stat.peak, stat.allocated, stat.freed};
+}
+
 std::size_t stat_value(int device, StatArray MemoryStats::*array, bool peak) {
   cudacache_status status = CUDACACHE_OK;
   const MemoryStats stats = stats_of(device, &status);
@@ -119,8 +124,9 @@ void cudacache_free(void* ptr, ssize_t size, int device, cudaStream_t /*stream*/
     cudacache::invalid_argument("cudacache_free: negative size " + std::to_string(size));
     return;
   }
-  cudacache::guarded(
-      [&] { ProcessAllocators::instance().device(device).deallocate(ptr, static_cast<size_t>(size)); });
+  cudacache::guarded([&] {
+    ProcessAllocators::instance().device(device).deallocate(ptr, static_cast<size_t>(size));
+  });
 }
 
 cudacache_status cudacache_deallocate(void* ptr) {
@@ -152,24 +158,57 @@ size_t cudacache_max_memory_reserved(int device) {
 }
 
 cudacache_status cudacache_reset_peak_memory_stats(int device) {
-  return cudacache::guarded([&] { ProcessAllocators::instance().device(device).reset_peak_stats(); });
+  return cudacache::guarded(
+      [&] { ProcessAllocators::instance().device(device).reset_peak_stats(); });
 }
 
 cudacache_status cudacache_reset_accumulated_memory_stats(int device) {
-  return cudacache::guarded([&] { ProcessAllocators::instance().device(device).reset_accumulated_stats(); });
+  return cudacache::guarded(
+      [&] { ProcessAllocators::instance().device(device).reset_accumulated_stats(); });
+}
+
+cudacache_status cudacache_get_memory_stats(int device, cudacache_memory_stats* stats) {
+  constexpr std::size_t kHeader = offsetof(cudacache_memory_stats, version) + sizeof(uint32_t);
+  if (stats == nullptr) {
+    return cudacache::invalid_argument("cudacache_get_memory_stats: stats is NULL");
+  }
+  if (stats->size < kHeader) {
+    return cudacache::invalid_argument("cudacache_get_memory_stats: stats->size is " +
+                                       std::to_string(stats->size) + ", smaller than its header (" +
+                                       std::to_string(kHeader) +
+                                       " bytes); set it to sizeof(cudacache_memory_stats)");
+  }
+  cudacache_status status = CUDACACHE_OK;
+  const cudacache::MemoryStats values = cudacache::stats_of(device, &status);
+  if (status != CUDACACHE_OK) return status;
+  cudacache_memory_stats full{};
+  full.size = static_cast<uint32_t>(std::min<std::size_t>(stats->size, sizeof full));
+  full.version = CUDACACHE_MEMORY_STATS_VERSION;
+  static_assert(sizeof full.allocation / sizeof full.allocation[0] == cudacache::kNumStatPools);
+#define CUDACACHE_STAT_ARRAY(name, doc)                                 \
+  for (std::size_t pool = 0; pool < cudacache::kNumStatPools; ++pool) { \
+    full.name[pool] = cudacache::to_c(values.name[pool]);               \
+  }
+#define CUDACACHE_STAT_SINGLE(name, doc) full.name = cudacache::to_c(values.name);
+#define CUDACACHE_STAT_EVENTS(name, doc) full.name = values.name;
+#define CUDACACHE_STAT_SETTING(name, doc) full.name = values.name;
+#include <cudacache/memory_stats.inc>
+  std::memcpy(stats, &full, full.size);
+  return CUDACACHE_OK;
 }
 
 int cudacache_memory_stats_json(int device, char* buf, size_t len) {
   std::string text;
-  const cudacache_status status = cudacache::guarded(
-      [&] { text = cudacache::DeviceStats::to_json(ProcessAllocators::instance().device(device).stats()); });
+  const cudacache_status status = cudacache::guarded([&] {
+    text = cudacache::DeviceStats::to_json(ProcessAllocators::instance().device(device).stats());
+  });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
 int cudacache_snapshot_json(int device, char* buf, size_t len) {
   std::string text;
-  const cudacache_status status =
-      cudacache::guarded([&] { text = ProcessAllocators::instance().device(device).snapshot_json(); });
+  const cudacache_status status = cudacache::guarded(
+      [&] { text = ProcessAllocators::instance().device(device).snapshot_json(); });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
@@ -180,8 +219,8 @@ cudacache_status cudacache_record_history(int device, size_t max_entries) {
 
 int cudacache_history_csv(int device, char* buf, size_t len) {
   std::string text;
-  const cudacache_status status =
-      cudacache::guarded([&] { text = ProcessAllocators::instance().device(device).history_csv(); });
+  const cudacache_status status = cudacache::guarded(
+      [&] { text = ProcessAllocators::instance().device(device).history_csv(); });
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
@@ -203,11 +242,12 @@ int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data) {
     cudacache::invalid_argument("cudacache_register_retry_hook: hook is NULL");
     return -1;
   }
-  return ProcessAllocators::instance().hooks().add([hook, user_data](const cudacache::OomContext& context) {
-    cudacache::OomContext with_data = context;
-    with_data.user_data = user_data;
-    return hook(&with_data);
-  });
+  return ProcessAllocators::instance().hooks().add(
+      [hook, user_data](const cudacache::OomContext& context) {
+        cudacache::OomContext with_data = context;
+        with_data.user_data = user_data;
+        return hook(&with_data);
+      });
 }
 
 cudacache_status cudacache_unregister_retry_hook(int handle) {
@@ -221,6 +261,8 @@ cudacache_status cudacache_unregister_retry_hook(int handle) {
 // Not in the public header: for tests only. The options are fixed at first use for the life
 // of a process; between test cases this starts afresh, so that a test binary also passes when
 // all its cases run in one process. Never call it while other threads use cudacache.
-CUDACACHE_API void cudacache_testing_reset(void) { ProcessAllocators::instance().reset_for_testing(); }
+CUDACACHE_API void cudacache_testing_reset(void) {
+  ProcessAllocators::instance().reset_for_testing();
+}
 
 }  // extern "C"

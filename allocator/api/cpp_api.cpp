@@ -36,12 +36,17 @@ void record_stream(void* ptr, cudaStream_t stream) {
 }
 
 void empty_cache() {
-  for (DeviceAllocator* allocator : ProcessAllocators::instance().created()) allocator->empty_cache();
+  for (DeviceAllocator* allocator : ProcessAllocators::instance().created())
+    allocator->empty_cache();
 }
 
-MemoryStats memory_stats(int device) { return ProcessAllocators::instance().device(device).stats(); }
+MemoryStats memory_stats(int device) {
+  return ProcessAllocators::instance().device(device).stats();
+}
 
-void reset_peak_memory_stats(int device) { ProcessAllocators::instance().device(device).reset_peak_stats(); }
+void reset_peak_memory_stats(int device) {
+  ProcessAllocators::instance().device(device).reset_peak_stats();
+}
 
 void reset_accumulated_memory_stats(int device) {
   ProcessAllocators::instance().device(device).reset_accumulated_stats();
@@ -59,11 +64,15 @@ void record_history(std::size_t max_entries, int device) {
   ProcessAllocators::instance().device(device).record_history(max_entries);
 }
 
-std::string history_csv(int device) { return ProcessAllocators::instance().device(device).history_csv(); }
+std::string history_csv(int device) {
+  return ProcessAllocators::instance().device(device).history_csv();
+}
 
 void configure(const std::string& config) { ProcessAllocators::instance().configure(config); }
 
-int add_retry_hook(RetryHook hook) { return ProcessAllocators::instance().hooks().add(std::move(hook)); }
+int add_retry_hook(RetryHook hook) {
+  return ProcessAllocators::instance().hooks().add(std::move(hook));
+}
 
 void remove_retry_hook(int handle) {
   if (!ProcessAllocators::instance().hooks().remove(handle)) {

@@ -76,9 +76,9 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
     report::invalid_device(device, count);
   }
   if (backend != nullptr && backend->device() != device) {
-    report::invalid_argument(
-        "cudacache: a segment backend of device " + std::to_string(backend->device()) +
-             " handed to the allocator of device " + std::to_string(device));
+    report::invalid_argument("cudacache: a segment backend of device " +
+                             std::to_string(backend->device()) +
+                             " handed to the allocator of device " + std::to_string(device));
   }
   backend_ = backend ? std::move(backend) : make_segment_backend(device, options_.wants_pages());
   expandable_ = options_.wants_pages() && backend_->page_granularity() > 0;
@@ -130,8 +130,8 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   if (size == 0) return nullptr;
   if (size > kMaxRequestBytes) {
     report::invalid_argument("cudacache: requested size " + std::to_string(size) +
-                                         " bytes is larger than the maximum " +
-                                         std::to_string(kMaxRequestBytes));
+                             " bytes is larger than the maximum " +
+                             std::to_string(kMaxRequestBytes));
   }
   MutexLock lock(mutex_);
   validate_stream(stream);
@@ -433,16 +433,16 @@ void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> r
   MutexLock lock(mutex_);
   const auto it = allocated_.find(ptr);
   if (it == allocated_.end()) {
-    report::unknown_pointer(
-        "cudacache: free of " + pointer_text(ptr) + ", which is not allocated on device " +
-             std::to_string(device_) + " (never allocated, or already freed)");
+    report::unknown_pointer("cudacache: free of " + pointer_text(ptr) +
+                            ", which is not allocated on device " + std::to_string(device_) +
+                            " (never allocated, or already freed)");
   }
   Block* block = it->second;
   if (requested_size && *requested_size != block->requested_size) {
     report::invalid_argument("cudacache: free of " + pointer_text(ptr) + " with size " +
-                                         std::to_string(*requested_size) +
-                                         " bytes, but it was allocated with " +
-                                         std::to_string(block->requested_size) + " bytes");
+                             std::to_string(*requested_size) +
+                             " bytes, but it was allocated with " +
+                             std::to_string(block->requested_size) + " bytes");
   }
   release_allocation(take_allocated(it));
 }
@@ -619,9 +619,8 @@ std::string DeviceAllocator::snapshot_json() const { return snapshot_to_json(sna
 void DeviceAllocator::record_history(std::size_t max_entries) {
   if (max_entries > kMaxHistoryEntries) {
     report::invalid_argument("cudacache: record_history of " + std::to_string(max_entries) +
-                                         " entries is above the maximum " +
-                                         std::to_string(kMaxHistoryEntries) +
-                                         " (0 stops recording)");
+                             " entries is above the maximum " + std::to_string(kMaxHistoryEntries) +
+                             " (0 stops recording)");
   }
   MutexLock lock(mutex_);
   if (max_entries == 0) {
@@ -666,13 +665,13 @@ void DeviceAllocator::validate_stream(cudaStream_t stream) {
   const cudaError_t error = device_api::stream_device(stream, &stream_device);
   if (error != cudaSuccess) {
     report::invalid_argument("cudacache: " + pointer_text(stream) +
-                                         " is not a valid CUDA stream (cudaStreamGetDevice: " +
-                                         device_api::error_string(error) + ")");
+                             " is not a valid CUDA stream (cudaStreamGetDevice: " +
+                             device_api::error_string(error) + ")");
   }
   if (stream_device != device_) {
-    report::wrong_device("cudacache: stream " + pointer_text(stream) +
-                                       " belongs to device " + std::to_string(stream_device) +
-                                       ", not to device " + std::to_string(device_));
+    report::wrong_device("cudacache: stream " + pointer_text(stream) + " belongs to device " +
+                         std::to_string(stream_device) + ", not to device " +
+                         std::to_string(device_));
   }
 }
 

@@ -10,31 +10,39 @@
 namespace cudacache {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, StatArray MemoryStats::*>, 9> kArrays{{
-    {"allocation", &MemoryStats::allocation},
-    {"segment", &MemoryStats::segment},
-    {"active", &MemoryStats::active},
-    {"inactive_split", &MemoryStats::inactive_split},
-    {"allocated_bytes", &MemoryStats::allocated_bytes},
-    {"reserved_bytes", &MemoryStats::reserved_bytes},
-    {"active_bytes", &MemoryStats::active_bytes},
-    {"inactive_split_bytes", &MemoryStats::inactive_split_bytes},
-    {"requested_bytes", &MemoryStats::requested_bytes},
-}};
+// The counters of <cudacache/memory_stats.inc>, by kind, with their JSON names.
+template <typename Member>
+using Named = std::pair<std::string_view, Member MemoryStats::*>;
 
-constexpr std::array<std::pair<std::string_view, Stat MemoryStats::*>, 2> kSingles{{
-    {"oversize_allocations", &MemoryStats::oversize_allocations},
-    {"oversize_segments", &MemoryStats::oversize_segments},
-}};
+#define CUDACACHE_STAT_ARRAY(name, doc) {#name, &MemoryStats::name},
+#define CUDACACHE_STAT_SINGLE(name, doc)
+#define CUDACACHE_STAT_EVENTS(name, doc)
+#define CUDACACHE_STAT_SETTING(name, doc)
+constexpr Named<StatArray> kArrays[] = {
+#include <cudacache/memory_stats.inc>
+};
 
-constexpr std::array<std::pair<std::string_view, std::int64_t MemoryStats::*>, 6> kScalars{{
-    {"num_alloc_retries", &MemoryStats::num_alloc_retries},
-    {"num_ooms", &MemoryStats::num_ooms},
-    {"num_sync_all_streams", &MemoryStats::num_sync_all_streams},
-    {"num_device_alloc", &MemoryStats::num_device_alloc},
-    {"num_device_free", &MemoryStats::num_device_free},
-    {"max_split_size", &MemoryStats::max_split_size},
-}};
+#define CUDACACHE_STAT_ARRAY(name, doc)
+#define CUDACACHE_STAT_SINGLE(name, doc) {#name, &MemoryStats::name},
+#define CUDACACHE_STAT_EVENTS(name, doc)
+#define CUDACACHE_STAT_SETTING(name, doc)
+constexpr Named<Stat> kSingles[] = {
+#include <cudacache/memory_stats.inc>
+};
+
+// Event counts (reset with the accumulated stats) and settings (never reset), JSON order.
+struct Scalar {
+  std::string_view name;
+  std::int64_t MemoryStats::*member;
+  bool accumulated;
+};
+#define CUDACACHE_STAT_ARRAY(name, doc)
+#define CUDACACHE_STAT_SINGLE(name, doc)
+#define CUDACACHE_STAT_EVENTS(name, doc) {#name, &MemoryStats::name, true},
+#define CUDACACHE_STAT_SETTING(name, doc) {#name, &MemoryStats::name, false},
+constexpr Scalar kScalars[] = {
+#include <cudacache/memory_stats.inc>
+};
 
 constexpr std::array<std::string_view, kNumStatPools> kPoolNames{"all", "small_pool", "large_pool"};
 
@@ -87,11 +95,9 @@ void DeviceStats::reset_accumulated() {
     stat.allocated = 0;
     stat.freed = 0;
   });
-  stats_.num_alloc_retries = 0;
-  stats_.num_ooms = 0;
-  stats_.num_sync_all_streams = 0;
-  stats_.num_device_alloc = 0;
-  stats_.num_device_free = 0;
+  for (const Scalar& scalar : kScalars) {
+    if (scalar.accumulated) stats_.*scalar.member = 0;
+  }
 }
 
 std::string DeviceStats::to_json(const MemoryStats& stats) {
@@ -104,7 +110,7 @@ std::string DeviceStats::to_json(const MemoryStats& stats) {
     }
   }
   for (const auto& [name, member] : kSingles) write_stat(json, std::string(name), stats.*member);
-  for (const auto& [name, member] : kScalars) json.field(name, stats.*member);
+  for (const Scalar& scalar : kScalars) json.field(scalar.name, stats.*scalar.member);
   json.end_object();
   return json.str();
 }

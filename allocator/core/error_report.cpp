@@ -48,8 +48,8 @@ void config_after_first_use(const std::string& options) {
 
 void cuda_error(const std::string& call, int device, cudaError_t error) {
   const std::string where = device >= 0 ? " on device " + std::to_string(device) : "";
-  log_and_throw(CUDACACHE_CUDA_ERROR, "cudacache: " + call + where +
-                                          " failed: " + device_api::error_string(error));
+  log_and_throw(CUDACACHE_CUDA_ERROR,
+                "cudacache: " + call + where + " failed: " + device_api::error_string(error));
 }
 
 std::string pointer_text(const void* ptr) {

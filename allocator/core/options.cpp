@@ -249,14 +249,14 @@ void Options::apply(std::string_view config) {
     }
     const std::string_view value = trim(entry.substr(colon + 1));
     bool known = false;
-#define CUDACACHE_OPTION(name, Type, default_value, doc)                                   \
-  if (key == #name) {                                                                      \
-    known = true;                                                                          \
-    const std::string expected = updated.name.parse(value);                                \
-    if (!expected.empty()) {                                                               \
+#define CUDACACHE_OPTION(name, Type, default_value, doc)                                     \
+  if (key == #name) {                                                                        \
+    known = true;                                                                            \
+    const std::string expected = updated.name.parse(value);                                  \
+    if (!expected.empty()) {                                                                 \
       report::config("invalid value '" + std::string(value) + "' for " #name ": expected " + \
-                   expected);                                                              \
-    }                                                                                      \
+                     expected);                                                              \
+    }                                                                                        \
   }
 #include "options.inc"
 #undef CUDACACHE_OPTION
@@ -271,9 +271,9 @@ void Options::apply(std::string_view config) {
   }
   if (updated.policy.is_cudacache() && updated.expandable_segments.enabled) {
     report::config("policy:cudacache cannot be combined with expandable_segments:True in \"" +
-                 std::string(config) +
-                 "\": cudacache's policy always maps driver-VMM pages; PyTorch's expandable "
-                 "segments are policy:pytorch,expandable_segments:True");
+                   std::string(config) +
+                   "\": cudacache's policy always maps driver-VMM pages; PyTorch's expandable "
+                   "segments are policy:pytorch,expandable_segments:True");
   }
   *this = updated;
 }

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #if defined(_WIN32)
@@ -77,6 +78,34 @@ CUDACACHE_API size_t cudacache_max_memory_allocated(int device);
 CUDACACHE_API size_t cudacache_max_memory_reserved(int device);
 CUDACACHE_API cudacache_status cudacache_reset_peak_memory_stats(int device);
 CUDACACHE_API cudacache_status cudacache_reset_accumulated_memory_stats(int device);
+
+/* All of memory_stats() as a struct, for C callers who would rather not parse JSON. The
+ * struct is versioned and only ever grows at its end: set `size` to sizeof(cudacache_memory_stats)
+ * before the call; cudacache fills the first min(size, its own size) bytes, sets `size` to
+ * the bytes it filled and `version` to its CUDACACHE_MEMORY_STATS_VERSION, so a program built
+ * against an older header keeps working with a newer library. Field meanings: PyTorch's
+ * memory_stats(), listed in <cudacache/memory_stats.inc>. A size smaller than the two header
+ * fields, or a NULL stats, is CUDACACHE_INVALID_ARGUMENT. */
+#define CUDACACHE_MEMORY_STATS_VERSION 1
+typedef struct cudacache_stat {
+  int64_t current;
+  int64_t peak;
+  int64_t allocated; /* accumulated increases */
+  int64_t freed;     /* accumulated decreases */
+} cudacache_stat;
+/* Index of a per-pool counter. */
+enum { CUDACACHE_ALL_POOLS = 0, CUDACACHE_SMALL_POOL = 1, CUDACACHE_LARGE_POOL = 2 };
+typedef struct cudacache_memory_stats {
+  uint32_t size;
+  uint32_t version;
+#define CUDACACHE_STAT_ARRAY(name, doc) cudacache_stat name[3];
+#define CUDACACHE_STAT_SINGLE(name, doc) cudacache_stat name;
+#define CUDACACHE_STAT_EVENTS(name, doc) int64_t name;
+#define CUDACACHE_STAT_SETTING(name, doc) int64_t name;
+#include <cudacache/memory_stats.inc>
+} cudacache_memory_stats;
+CUDACACHE_API cudacache_status cudacache_get_memory_stats(int device,
+                                                          cudacache_memory_stats* stats);
 
 /* JSON documents, snprintf-style: writes at most len bytes (NUL included) into buf (which may
  * be NULL when len is 0) and returns the length of the full document without the NUL, or -1

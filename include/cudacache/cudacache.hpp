@@ -27,30 +27,18 @@ struct Stat {
 enum StatPool : std::size_t { kAllPools = 0, kSmallPool = 1, kLargePool = 2, kNumStatPools = 3 };
 using StatArray = std::array<Stat, kNumStatPools>;  // indexed by StatPool
 
-// PyTorch's memory_stats() vocabulary, field for field. COUNT fields count blocks or segments,
-// BYTES fields sum sizes.
+// PyTorch's memory_stats() vocabulary, field for field, from the one table in
+// <cudacache/memory_stats.inc> (the meaning of each field is written there). COUNT fields
+// count blocks or segments, BYTES fields sum sizes.
 struct MemoryStats {
-  static constexpr std::uint32_t kVersion = 1;
+  static constexpr std::uint32_t kVersion = CUDACACHE_MEMORY_STATS_VERSION;
   std::uint32_t version = kVersion;
 
-  StatArray allocation;            // COUNT: live allocations
-  StatArray segment;               // COUNT: cudaMalloc'd segments
-  StatArray active;                // COUNT: allocated or waiting for stream events
-  StatArray inactive_split;        // COUNT: free blocks inside partly used segments
-  StatArray allocated_bytes;       // BYTES: rounded sizes of live allocations
-  StatArray reserved_bytes;        // BYTES: segment sizes
-  StatArray active_bytes;          // BYTES
-  StatArray inactive_split_bytes;  // BYTES
-  StatArray requested_bytes;       // BYTES: sizes as requested, before rounding
-  Stat oversize_allocations;       // COUNT: live blocks >= max_split_size
-  Stat oversize_segments;          // COUNT: segments >= max_split_size
-
-  std::int64_t num_alloc_retries = 0;     // cudaMalloc retried after releasing the cache
-  std::int64_t num_ooms = 0;              // allocations that failed
-  std::int64_t num_sync_all_streams = 0;  // device synchronizations
-  std::int64_t num_device_alloc = 0;      // successful cudaMalloc calls
-  std::int64_t num_device_free = 0;       // cudaFree calls
-  std::int64_t max_split_size = 0;        // option value in bytes; -1 when unlimited (as PyTorch)
+#define CUDACACHE_STAT_ARRAY(name, doc) StatArray name;
+#define CUDACACHE_STAT_SINGLE(name, doc) Stat name;
+#define CUDACACHE_STAT_EVENTS(name, doc) std::int64_t name = 0;
+#define CUDACACHE_STAT_SETTING(name, doc) std::int64_t name = 0;
+#include <cudacache/memory_stats.inc>
 };
 
 // Bad input or a failing CUDA runtime: the allocator state is unchanged.

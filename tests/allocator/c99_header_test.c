@@ -18,6 +18,12 @@ int main(void) {
   if (cudacache_memory_allocated(0) != 4096) return 2;
   if (cudacache_memory_stats_json(0, json, sizeof json) <= (int)sizeof json) return 3;
   if (strncmp(json, "{\"", 2) != 0) return 4;
+  {
+    cudacache_memory_stats stats;
+    stats.size = sizeof stats;
+    if (cudacache_get_memory_stats(0, &stats) != CUDACACHE_OK) return 9;
+    if (stats.allocated_bytes[CUDACACHE_ALL_POOLS].current != 4096) return 10;
+  }
   cudacache_free(ptr, 4096, 0, NULL);
   if (cudacache_memory_allocated(0) != 0) return 5;
   if (cudacache_malloc(-1, 0, NULL) != NULL) return 6;

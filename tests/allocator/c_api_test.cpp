@@ -6,8 +6,10 @@
 #include <cudasim.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -335,6 +337,39 @@ TEST_F(CApi, RetryHookCanFreeThroughTheApi) {
   EXPECT_EQ(cudacache_unregister_retry_hook(handle), CUDACACHE_OK);
   EXPECT_EQ(cudacache_register_retry_hook(nullptr, nullptr), -1);
   cudacache_free(big, 40 << 20, 0, nullptr);
+}
+
+// The versioned stats struct: a caller built against an older, smaller struct gets its prefix
+// filled and nothing past it; bad sizes and NULL are errors that name the problem.
+TEST_F(CApi, StatsStructIsVersionedBySize) {
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  cudacache_memory_stats stats;
+  std::memset(&stats, 0x5A, sizeof stats);
+  stats.size = offsetof(cudacache_memory_stats, segment);  // an "old" struct: allocation only
+  ASSERT_EQ(cudacache_get_memory_stats(0, &stats), CUDACACHE_OK) << cudacache_last_error();
+  EXPECT_EQ(stats.size, offsetof(cudacache_memory_stats, segment));
+  EXPECT_EQ(stats.version, CUDACACHE_MEMORY_STATS_VERSION);
+  EXPECT_EQ(stats.allocation[CUDACACHE_ALL_POOLS].current, 1);
+  EXPECT_EQ(stats.allocation[CUDACACHE_SMALL_POOL].current, 1);
+  EXPECT_EQ(stats.allocation[CUDACACHE_LARGE_POOL].current, 0);
+  const auto* past = reinterpret_cast<const unsigned char*>(&stats.segment);
+  EXPECT_EQ(past[0], 0x5A) << "written past the caller's size";
+
+  stats.size = sizeof stats;
+  ASSERT_EQ(cudacache_get_memory_stats(0, &stats), CUDACACHE_OK);
+  EXPECT_EQ(stats.size, sizeof stats);
+  EXPECT_EQ(stats.allocated_bytes[CUDACACHE_ALL_POOLS].current, 1024);
+  EXPECT_EQ(stats.max_split_size, -1);
+
+  stats.size = 4;
+  EXPECT_EQ(cudacache_get_memory_stats(0, &stats), CUDACACHE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudacache_last_error()).find("stats->size is 4"), std::string::npos);
+  EXPECT_EQ(cudacache_get_memory_stats(0, nullptr), CUDACACHE_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cudacache_last_error()).find("stats is NULL"), std::string::npos);
+  stats.size = sizeof stats;
+  EXPECT_EQ(cudacache_get_memory_stats(7, &stats), CUDACACHE_INVALID_DEVICE);
+  cudacache_free(p, 1000, 0, nullptr);
 }
 
 TEST_F(CApi, StatusStrings) {

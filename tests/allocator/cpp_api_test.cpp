@@ -154,6 +154,38 @@ TEST_F(CppApi, RecordStream) {
   cudaStreamDestroy(side);
 }
 
+// Issue 16: the C struct and the C++ struct come from one table; every field agrees.
+TEST_F(CppApi, TheCStatsStructHoldsWhatMemoryStatsHolds) {
+  void* small = cudacache::allocate(1000);
+  void* large = cudacache::allocate(30 * kMiB);
+  cudacache::deallocate(small);
+  cudacache_memory_stats c{};
+  c.size = sizeof c;
+  ASSERT_EQ(cudacache_get_memory_stats(-1, &c), CUDACACHE_OK) << cudacache_last_error();
+  const cudacache::MemoryStats cpp = cudacache::memory_stats();
+  EXPECT_EQ(c.size, sizeof c);
+  EXPECT_EQ(c.version, cpp.version);
+  auto same = [](const cudacache_stat& a, const cudacache::Stat& b) {
+    return a.current == b.current && a.peak == b.peak && a.allocated == b.allocated &&
+           a.freed == b.freed;
+  };
+  int nonzero = 0;
+#define CUDACACHE_STAT_ARRAY(name, doc)                                 \
+  for (std::size_t pool = 0; pool < cudacache::kNumStatPools; ++pool) { \
+    EXPECT_TRUE(same(c.name[pool], cpp.name[pool])) << #name << pool;   \
+    nonzero += c.name[pool].allocated != 0;                             \
+  }
+#define CUDACACHE_STAT_SINGLE(name, doc) EXPECT_TRUE(same(c.name, cpp.name)) << #name;
+#define CUDACACHE_STAT_EVENTS(name, doc) EXPECT_EQ(c.name, cpp.name) << #name;
+#define CUDACACHE_STAT_SETTING(name, doc) EXPECT_EQ(c.name, cpp.name) << #name;
+#include <cudacache/memory_stats.inc>
+  EXPECT_GT(nonzero, 10);  // the allocations above show in many counters
+  EXPECT_EQ(c.allocated_bytes[CUDACACHE_ALL_POOLS].current, std::int64_t{30} * 1024 * 1024);
+  EXPECT_EQ(c.allocation[CUDACACHE_SMALL_POOL].freed, 1);
+  EXPECT_GE(c.num_device_alloc, 1);
+  cudacache::deallocate(large);
+}
+
 // Issue 12, defect 1: blocks of every thread's per-thread default stream shared one key, so a
 // block thread A freed while its per-thread stream still had work queued went straight to
 // thread B, and A's pending memset then overwrote B's data.
