@@ -85,6 +85,8 @@ using cudacache::ProcessAllocators;
 
 extern "C" {
 
+const char* cudacache_version(void) { return CUDACACHE_VERSION_STRING; }
+
 const char* cudacache_status_string(cudacache_status status) {
   switch (status) {
     case CUDACACHE_OK: return "CUDACACHE_OK";

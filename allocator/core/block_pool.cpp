@@ -14,15 +14,19 @@ std::size_t growable_size(const Block* block) {
 
 }  // namespace
 
+Block* BlockPool::smallest_fit(cudaStream_t stream, std::size_t size) const {
+  Block key = search_key(stream, size);
+  const auto it = free_.lower_bound(&key);
+  return it != free_.end() && (*it)->stream == stream ? *it : nullptr;
+}
+
 Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
-                                bool expandable) {
+                                FitRule rule) {
   ++search_count_;
-  Block key;
-  key.stream = stream;
-  key.size = size;
+  Block key = search_key(stream, size);
   auto it = free_.lower_bound(&key);
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
-  while (expandable) {
+  while (rule == FitRule::kLeastGrowable) {
     const auto next = std::next(it);
     if (next == free_.end() || (*next)->stream != stream ||
         growable_size(*next) >= growable_size(*it)) {
@@ -97,10 +101,7 @@ Block* split_block(Block* block, std::size_t size, BlockPool& pool) {
 }
 
 std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
-  if (src == nullptr || src->allocated || src->pending_events > 0 || !src->stream_uses.empty() ||
-      src->mapped != dst->mapped) {
-    return 0;
-  }
+  if (!allocatable(src) || src->mapped != dst->mapped) return 0;
   if (dst->prev == src) {  // [src dst]
     dst->address = src->address;
     dst->prev = src->prev;

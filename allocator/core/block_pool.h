@@ -40,27 +40,57 @@ struct UnmappedOrder {
   }
 };
 
+// How take_best_fit chooses among the free blocks large enough for a request.
+enum class FitRule {
+  kSmallest,  // the first in BlockOrder: the smallest, then the oldest segment's, lowest address
+  // PyTorch's rule for expandable segments: from the smallest, move on to larger blocks while
+  // the next one could grow less (its size plus the unmapped stretch after it), so the block at
+  // the growing end of a range is kept for requests nothing else serves.
+  kLeastGrowable,
+};
+
+// The indexes are private: every search key is built here, in the index's own order, and
+// callers walk the blocks through the visitors below (which must not change the pool; collect
+// first, then change).
 class BlockPool {
  public:
-  using FreeIndex = std::set<Block*, BlockOrder>;
-  using UnmappedIndex = std::set<Block*, UnmappedOrder>;
-
   explicit BlockPool(PoolKind kind) : kind_(kind) {}
   ~BlockPool();
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
   PoolKind kind() const { return kind_; }
-  const FreeIndex& free_blocks() const { return free_; }
-  const UnmappedIndex& unmapped_blocks() const { return unmapped_; }
 
-  // Removes and returns the best free block for `size` bytes on `stream`, or nullptr. Counts
-  // searches for the garbage collector's block ages. With `expandable`, PyTorch's rule for
-  // expandable segments: from the best fit, move on to larger blocks while the next one could
-  // grow less (its size plus the unmapped stretch after it), so the block at the growing end
-  // of a segment is kept for requests nothing else serves.
+  // Removes and returns the best free block for `size` bytes on `stream` (max_split_size rules
+  // in size_policy.h), or nullptr. Counts searches for the garbage collector's block ages.
   Block* take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
-                       bool expandable = false);
+                       FitRule rule = FitRule::kSmallest);
+  // The smallest free block of `stream` of at least `size` bytes (not removed), or nullptr.
+  Block* smallest_fit(cudaStream_t stream, std::size_t size) const;
+
+  std::size_t free_count() const { return free_.size(); }
+  // Every free (mapped) block, in BlockOrder.
+  template <typename Fn>
+  void for_each_free(Fn&& fn) const {
+    for (Block* block : free_) fn(block);
+  }
+  // The free blocks of `stream` smaller than `size`, largest first, while fn returns true.
+  template <typename Fn>
+  void for_each_smaller(cudaStream_t stream, std::size_t size, Fn&& fn) const {
+    Block key = search_key(stream, size);
+    for (auto it = free_.lower_bound(&key); it != free_.begin();) {
+      --it;
+      if ((*it)->stream != stream || !fn(*it)) return;
+    }
+  }
+  // The unmapped stretches of `stream`, lowest address first, while fn returns true.
+  template <typename Fn>
+  void for_each_unmapped(cudaStream_t stream, Fn&& fn) const {
+    Block key = search_key(stream, 0);
+    for (auto it = unmapped_.lower_bound(&key); it != unmapped_.end(); ++it) {
+      if ((*it)->stream != stream || !fn(*it)) return;
+    }
+  }
 
   // Free blocks go to the free index, unmapped ones (block->mapped false) to the unmapped one.
   void insert(Block* block);
@@ -74,6 +104,17 @@ class BlockPool {
   void recycle(Block* block);
 
  private:
+  using FreeIndex = std::set<Block*, BlockOrder>;
+  using UnmappedIndex = std::set<Block*, UnmappedOrder>;
+
+  // The key that sorts before every block of `stream` of `size` bytes or more.
+  static Block search_key(cudaStream_t stream, std::size_t size) {
+    Block key;  // segment_order 0 and address 0 sort before every real block
+    key.stream = stream;
+    key.size = size;
+    return key;
+  }
+
   PoolKind kind_;
   FreeIndex free_;
   // A node of free_ kept for the next insert: take + split + insert and merge + insert then

@@ -1,39 +1,27 @@
-// DeviceAllocator: the per-device composer.
+// DeviceAllocator: the allocator of one device, composing the shared parts (pools and free
+// index: block_pool.h; segments and blocks: segment.h; stream events, stats, history) with the
+// placement policy chosen by configuration, one file each:
 //
-// The default policy is cudacache's own (policy:cudacache): PyTorch's expandable segments below
-// with pages moved where memory is needed, Note [Moving pages] in expandable_blocks.cpp.
-// policy:pytorch is PyTorch's CUDACachingAllocator, exactly:
+//   policy_cudacache.cpp          cudacache's own (the default): pages moved where needed
+//   policy_pytorch_expandable.cpp PyTorch's expandable segments (and the page machinery)
+//   policy_pytorch_native.cpp     PyTorch's native CUDACachingAllocator (rounding, pools, fit,
+//                                 split and merge rules: the summary at its top)
 //
-// Policy (PyTorch's CUDACachingAllocator semantics; constants in size_policy.h)
-// - Rounding: a request rounds up to 512 B, or to the next 1/N power-of-two step with
-//   roundup_power2_divisions. Size 0 returns nullptr.
-// - Pools: rounded sizes <= 1 MiB use the small pool, carved from 2 MiB segments. Larger ones
-//   use the large pool: a new segment is 20 MiB below 10 MiB, else the size rounded to 2 MiB.
-// - Fit: best fit on the request's stream, free blocks ordered by (stream, size, segment order,
-//   address): among equal sizes the oldest segment's block wins (PyTorch's allocation-order
-//   counter, block_pool.h), then the lowest address within it.
-//   A block belongs to its allocation stream for life. Oversize blocks (>= max_split_size)
-//   never serve requests below max_split_size nor requests 20 MiB or more smaller.
-// - Split: small pool when the remainder is >= 512 B; large pool when the remainder is
-//   > 1 MiB and the request is below max_split_size. Merge: a freed block absorbs free
-//   neighbours of its segment (not allocated, no pending events).
+// What every policy shares, here:
 // - Streams: record_stream adds a stream to a block; at free an event is recorded on each
 //   such stream and the block stays active until all complete. Completed events are polled,
 //   without blocking, at the start of the next allocation. A same-stream cache hit makes no
 //   CUDA call.
-// - Ladder when no cached block fits: [garbage collection if garbage_collection_threshold and
-//   per_process_memory_fraction are set] -> cudaMalloc -> release cached oversize blocks,
-//   cudaMalloc -> wait for all pending events, release every fully free segment, cudaMalloc
-//   (counted in num_alloc_retries) -> search the pool again (Note [Search after release]) ->
-//   retry hooks, up to CUDACACHE_MAX_RETRY_ROUNDS rounds, each followed by the whole ladder ->
+// - Ladder when no cached block fits (grow = the policy's new memory): [native: garbage
+//   collection if garbage_collection_threshold and per_process_memory_fraction are set] ->
+//   grow -> [native: release cached oversize blocks, grow] -> wait for all pending events,
+//   release the policy's free memory (free segments, or free pages), grow (counted in
+//   num_alloc_retries) -> search the pool again (Note [Search after release]) -> retry hooks,
+//   up to CUDACACHE_MAX_RETRY_ROUNDS rounds, each followed by the whole ladder ->
 //   OutOfMemoryError (num_ooms). per_process_memory_fraction caps reserved memory at fraction
-//   x total; a segment beyond it fails like cudaMalloc.
-// - empty_cache: waits for pending events and returns every fully free segment.
-// - Expandable segments (expandable_segments:True; expandable_blocks.cpp): instead of new
-//   segments, pages are mapped at the growing end of one range per (stream, pool); empty_cache
-//   and the ladder's release step unmap the whole pages of free blocks. Any remainder of 512 B
-//   or more is split off; the free-block search prefers blocks that cannot grow (block_pool.h).
-// - History (record_history; history.h): every event above is appended to a bounded ring in
+//   x total; a growth beyond it fails like cudaMalloc.
+// - empty_cache: waits for pending events and releases the policy's free memory.
+// - History (record_history; history.h): every event is appended to a bounded ring in
 //   PyTorch's trace vocabulary; when off, each costs one branch under the lock already held.
 //
 // Note [Search after release]: waiting for pending events can return blocks to the pool and
@@ -81,8 +69,13 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                              " handed to the allocator of device " + std::to_string(device));
   }
   backend_ = backend ? std::move(backend) : make_segment_backend(device, options_.wants_pages());
-  expandable_ = options_.wants_pages() && backend_->page_granularity() > 0;
-  moves_pages_ = expandable_ && options_.policy.is_cudacache();
+  if (!options_.wants_pages() || backend_->page_granularity() == 0) {
+    policy_ = PlacementPolicy::kPyTorchNative;  // also cudacache's, without VMM support
+  } else if (options_.policy.is_cudacache()) {
+    policy_ = PlacementPolicy::kCudacache;
+  } else {
+    policy_ = PlacementPolicy::kPyTorchExpandable;
+  }
   if (options_.per_process_memory_fraction.is_set()) {
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
@@ -176,23 +169,25 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
       allocator.moved_pages_.clear();
     }
   } release_moved_pages{*this};
-  BlockPool& pool = *request.pool;
-  const std::size_t max_split = options_.max_split_size();
-  if (Block* block = pool.take_best_fit(request.stream, request.size, max_split, expandable_)) {
-    return block;
-  }
-  if (options_.per_process_memory_fraction.is_set() &&
+  if (Block* block = take_cached(request)) return block;
+  const bool native = policy_ == PlacementPolicy::kPyTorchNative;
+  if (native && options_.per_process_memory_fraction.is_set() &&
       options_.garbage_collection_threshold.value > 0.0) {
     garbage_collect();
   }
   if (Block* block = grow(request, false)) return block;
-  if (release_oversize_blocks(request)) {
+  if (native && release_oversize_blocks(request)) {
     if (Block* block = grow(request, false)) return block;
   }
-  release_cached_blocks(/*keep_pages=*/moves_pages_);
+  release_cached_blocks(/*keep_pages=*/policy_ == PlacementPolicy::kCudacache);
   if (Block* block = grow(request, true)) return block;
-  // Note [Search after release]
-  return pool.take_best_fit(request.stream, request.size, max_split, expandable_);
+  return take_cached(request);  // Note [Search after release]
+}
+
+Block* DeviceAllocator::take_cached(const Request& request) {
+  const FitRule rule =
+      policy_ == PlacementPolicy::kPyTorchNative ? FitRule::kSmallest : FitRule::kLeastGrowable;
+  return request.pool->take_best_fit(request.stream, request.size, options_.max_split_size(), rule);
 }
 
 Block* DeviceAllocator::grow(Request& request, bool is_retry) {
@@ -202,91 +197,7 @@ Block* DeviceAllocator::grow(Request& request, bool is_retry) {
     request.fraction_cap_hit = true;
     return nullptr;
   }
-  return expandable_ ? allocate_expandable(request) : allocate_segment(request);
-}
-
-Block* DeviceAllocator::allocate_segment(Request& request) {
-  MemoryStats& stats = stats_.values();
-  const std::size_t bytes = segment_size(request.size);
-  std::uintptr_t base = 0;
-  const cudaError_t error = backend_->allocate(bytes, &base);
-  if (error == cudaErrorMemoryAllocation) return nullptr;
-  if (error != cudaSuccess) {
-    report::cuda_error("cudaMalloc of " + std::to_string(bytes) + " bytes", device_, error);
-  }
-  auto* segment = new Segment;
-  segment->base = base;
-  segment->size = bytes;
-  segment->stream = request.stream;
-  segment->pool = request.pool->kind();
-  Block* block = request.pool->new_block();
-  block->address = base;
-  block->size = bytes;
-  block->stream = request.stream;
-  block->segment = segment;
-  block->segment_order = ++segments_created_;
-  segment->head = block;
-  segments_.emplace(base, segment);
-
-  reserved_total_ += bytes;
-  DeviceStats::increase(stats.segment, segment->pool, 1);
-  DeviceStats::increase(stats.reserved_bytes, segment->pool, as_signed(bytes));
-  if (bytes >= options_.max_split_size()) DeviceStats::increase(stats.oversize_segments, 1);
-  stats.num_device_alloc += 1;
-  record_event(HistoryAction::kSegmentAlloc, base, bytes, 0, 0, request.stream);
-  logger().trace("device {}: segment of {} bytes at {:#x}", device_, bytes, base);
-  return block;
-}
-
-void DeviceAllocator::release_segment(Block* block) {
-  Segment* segment = block->segment;
-  BlockPool& pool = pool_of(*block);
-  pool.erase(block);
-  const cudaError_t error = backend_->release(segment->base, segment->size);
-  if (error != cudaSuccess) {
-    logger().error("device {}: cudaFree of segment {:#x} failed: {}", device_, segment->base,
-                   device_api::error_string(error));
-  }
-  MemoryStats& stats = stats_.values();
-  reserved_total_ -= segment->size;
-  DeviceStats::decrease(stats.segment, segment->pool, 1);
-  DeviceStats::decrease(stats.reserved_bytes, segment->pool, as_signed(segment->size));
-  if (segment->size >= options_.max_split_size()) DeviceStats::decrease(stats.oversize_segments, 1);
-  stats.num_device_free += 1;
-  record_event(HistoryAction::kSegmentFree, segment->base, segment->size, 0, 0, segment->stream);
-  logger().trace("device {}: released segment of {} bytes at {:#x}", device_, segment->size,
-                 segment->base);
-  segments_.erase(segment->base);
-  delete segment;
-  pool.recycle(block);
-}
-
-bool DeviceAllocator::release_oversize_blocks(const Request& request) {
-  const std::size_t max_split = options_.max_split_size();
-  if (max_split == SplitSizeLimit::kUnlimited) return false;
-  const BlockPool::FreeIndex& index = request.pool->free_blocks();
-  Block key;
-  key.stream = request.stream;
-  key.size = std::max(request.size, max_split);
-  auto it = index.lower_bound(&key);
-  if (expandable_) return false;  // an expandable block always has neighbours: never "whole"
-  if (it != index.end() && (*it)->stream == request.stream && !(*it)->is_split()) {
-    release_segment(*it);
-    return true;
-  }
-  // No single block is large enough: release oversize blocks from the largest down.
-  std::vector<Block*> victims;
-  std::size_t total = 0;
-  while (it != index.begin() && total < key.size) {
-    --it;
-    Block* block = *it;
-    if (block->stream != request.stream || block->size < max_split) break;
-    if (block->is_split()) continue;
-    victims.push_back(block);
-    total += block->size;
-  }
-  for (Block* block : victims) release_segment(block);
-  return total >= key.size;
+  return expandable() ? allocate_expandable(request) : allocate_segment(request);
 }
 
 void DeviceAllocator::release_cached_blocks(bool keep_pages) {
@@ -299,66 +210,16 @@ void DeviceAllocator::release_cached_blocks(bool keep_pages) {
     }
   }
   stats_.values().num_sync_all_streams += 1;
-  std::vector<Page> kept;
-  for (BlockPool* pool : {&large_pool_, &small_pool_}) {
-    // Expandable: every free block gives back the whole pages inside it.
-    std::vector<Block*> victims;
-    for (Block* block : pool->free_blocks()) {
-      if (expandable_ || !block->is_split()) victims.push_back(block);
-    }
-    for (Block* block : victims) {
-      if (!expandable_) {
-        release_segment(block);
-        continue;
-      }
-      Block* unmapped = unmap_block(block, keep_pages ? &kept : nullptr);
-      if (unmapped != nullptr && !unmapped->is_split()) release_expandable_segment(unmapped);
-    }
+  if (!expandable()) {
+    release_free_segments();
+    return;
   }
+  std::vector<Page> kept;
+  release_free_pages(keep_pages ? &kept : nullptr);
   std::vector<Page> released;
   for (const Page& page : kept) (page.size <= kSmallPage ? moved_pages_ : released).push_back(page);
   release_pages(*backend_, released);
 }
-
-void DeviceAllocator::garbage_collect() {
-  // PyTorch's garbage collector: once reserved memory exceeds threshold x allowed maximum,
-  // release unsplit free large blocks older than the average age, repeating until enough is
-  // reclaimed. Age = free-index searches since the block became free.
-  const auto threshold = static_cast<std::size_t>(options_.garbage_collection_threshold.value *
-                                                  static_cast<double>(allowed_maximum_));
-  if (expandable_ || reserved_total_ <= threshold) return;  // it frees whole segments only
-  const std::size_t target = reserved_total_ - threshold;
-  const std::uint64_t now = large_pool_.search_count();
-  auto age = [now](const Block* block) { return now - block->gc_count_base; };
-  std::uint64_t total_age = 0;
-  std::size_t candidates = 0;
-  for (const Block* block : large_pool_.free_blocks()) {
-    if (!block->is_split()) {
-      total_age += age(block);
-      ++candidates;
-    }
-  }
-  std::size_t reclaimed = 0;
-  bool freed = true;
-  while (reclaimed < target && freed && candidates > 0) {
-    const double average_age = static_cast<double>(total_age) / static_cast<double>(candidates);
-    freed = false;
-    std::vector<Block*> victims;
-    for (Block* block : large_pool_.free_blocks()) {
-      if (!block->is_split() && static_cast<double>(age(block)) >= average_age) {
-        victims.push_back(block);
-      }
-    }
-    for (Block* block : victims) {
-      freed = true;
-      reclaimed += block->size;
-      total_age -= age(block);
-      --candidates;
-      release_segment(block);
-    }
-  }
-}
-
 void DeviceAllocator::process_events() {
   const cudaError_t error = events_.process_ready(
       [this](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
@@ -373,9 +234,9 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   BlockPool& pool = *request.pool;
   const PoolKind kind = pool.kind();
   // PyTorch does not keep the inactive_split counters for expandable segments.
-  const bool track_splits = !expandable_;
+  const bool track_splits = !expandable();
   const bool already_split = block->is_split();
-  if (should_split(kind, block->size, request.size, options_.max_split_size(), expandable_)) {
+  if (should_split(kind, block->size, request.size, options_.max_split_size(), expandable())) {
     Block* remainder = split_block(block, request.size, pool);
     remainder->gc_count_base = pool.search_count();
     pool.insert(remainder);
@@ -512,7 +373,7 @@ void DeviceAllocator::free_block(Block* block) {
     split_blocks_change += 1;
     split_bytes_change += as_signed(block->size);
   }
-  if (expandable_) split_blocks_change = split_bytes_change = 0;  // not kept (PyTorch)
+  if (expandable()) split_blocks_change = split_bytes_change = 0;  // not kept (PyTorch)
   if (split_blocks_change > 0)
     DeviceStats::increase(stats.inactive_split, kind, split_blocks_change);
   if (split_blocks_change < 0)
@@ -695,25 +556,25 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
                                        report.largest_free_cached_block);
   report.fraction_cap_hit = request.fraction_cap_hit;
   for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
-    for (const Block* block : pool->free_blocks()) {
+    pool->for_each_free([&](const Block* block) {
       if (block->stream != request.stream) report.free_on_other_streams_bytes += block->size;
-    }
+    });
   }
-  report.pages = expandable_;
-  if (expandable_) report.free_in_partial_pages_bytes = free_in_partial_pages();
+  report.pages = expandable();
+  if (report.pages) report.free_in_partial_pages_bytes = free_in_partial_pages();
   return report;
 }
 
 std::size_t DeviceAllocator::free_in_partial_pages() const {
   std::size_t bytes = 0;
   for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
-    for (const Block* block : pool->free_blocks()) {
+    pool->for_each_free([&](const Block* block) {
       bytes += block->size;
       for (const auto& [address, page] :
            block->segment->expandable->pages_inside(block->address, block->size)) {
         bytes -= page.size;
       }
-    }
+    });
   }
   return bytes;
 }

@@ -33,6 +33,14 @@
 
 namespace cudacache {
 
+// Where memory comes from and what goes back: chosen once, from the options and the backend
+// (policy_*.cpp, one file each; summary at the top of device_allocator.cpp).
+enum class PlacementPolicy {
+  kPyTorchNative,      // policy:pytorch, or any policy without VMM support: cudaMalloc segments
+  kPyTorchExpandable,  // policy:pytorch,expandable_segments:True: pages at a range's end
+  kCudacache,          // policy:cudacache (the default): pages moved where memory is needed
+};
+
 class DeviceAllocator {
  public:
   // `hooks` is shared with other allocators (the C API's process-wide list); null = own list.
@@ -78,9 +86,10 @@ class DeviceAllocator {
 
   int device() const { return device_; }
   const Options& options() const { return options_; }
+  PlacementPolicy policy() const { return policy_; }
   // True when segments are expandable (cudacache's policy, or PyTorch's with
   // expandable_segments:True) and the backend has pages.
-  bool expandable() const { return expandable_; }
+  bool expandable() const { return policy_ != PlacementPolicy::kPyTorchNative; }
   RetryHooks& retry_hooks() { return *hooks_; }
 
  private:
@@ -92,42 +101,63 @@ class DeviceAllocator {
     bool fraction_cap_hit = false;
   };
 
+  // The composer (device_allocator.cpp): the ladder and what every policy shares.
   Block* find_or_create_block(Request& request) CUDACACHE_REQUIRES(mutex_);
+  // The cached block that serves the request, taken out of its pool (the policy's FitRule).
+  Block* take_cached(const Request& request) CUDACACHE_REQUIRES(mutex_);
   // New device memory for the request: a segment, or pages of an expandable segment.
   Block* grow(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
+  // Waits for pending stream events, then returns every free segment, or with pages every
+  // whole free page: released; with `keep_pages` the 2 MiB ones are kept, unmapped, in
+  // moved_pages_, so that the request being served maps them again instead of creating pages
+  // (larger ones are released: the device makes 2 MiB pages of them as needed).
+  void release_cached_blocks(bool keep_pages = false) CUDACACHE_REQUIRES(mutex_);
+
+  // PyTorch's native policy (policy_pytorch_native.cpp).
   Block* allocate_segment(Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
-  // Expandable segments (expandable_blocks.cpp, Note [Expandable segments]).
+  bool release_oversize_blocks(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  void release_free_segments() CUDACACHE_REQUIRES(mutex_);  // every unsplit free segment
+  void garbage_collect() CUDACACHE_REQUIRES(mutex_);
+
+  // PyTorch's expandable segments and the page machinery (policy_pytorch_expandable.cpp,
+  // Note [Expandable segments] in expandable_segment.h).
   Block* allocate_expandable(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  // Where the request's range grows (the policy decides), or a new range; nullptr when full.
   Block* find_expandable_block(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* reserve_range(const Request& request) CUDACACHE_REQUIRES(mutex_);
   bool map_block(Block* block, std::size_t size) CUDACACHE_REQUIRES(mutex_);
   // Maps the unmapped blocks of the chain from `candidate` until it holds `size` bytes.
   Block* map_chain(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
-  // cudacache's policy (Note [Moving pages]): unmaps whole free pages elsewhere into
-  // moved_pages_ for the chain from `candidate` (when moving pays), ...
-  void gather_pages(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
-  // ... then takes `need` bytes of pages (together no larger than `limit`), from moved_pages_
-  // first, created as pages of `page_size` for the rest (moved pages left over go back to the
-  // device first); false when the device is full (*pages has what was found).
-  bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
-                  std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
-  bool device_has_room(std::size_t bytes) const CUDACACHE_REQUIRES(mutex_);
   // Unmaps the whole pages inside [address, address + size) of a free block (all of it by
   // default), releasing them or handing them to *kept; returns the unmapped block, or nullptr.
   Block* unmap_block(Block* block, std::vector<Page>* kept = nullptr) CUDACACHE_REQUIRES(mutex_);
   Block* unmap_block(Block* block, std::uintptr_t address, std::size_t size,
                      std::vector<Page>* kept, bool stream_synchronized = false)
       CUDACACHE_REQUIRES(mutex_);
+  // Unmaps the whole pages of every free block (into *kept, or released); returns empty ranges.
+  void release_free_pages(std::vector<Page>* kept) CUDACACHE_REQUIRES(mutex_);
   void release_expandable_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
+
+  // cudacache's policy (policy_cudacache.cpp, Note [Moving pages]).
+  // The unmapped stretch whose growth needs the fewest new bytes, or nullptr.
+  Block* most_free_growth_site(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  // Unmaps whole free pages elsewhere into moved_pages_ for the chain from `candidate` (when
+  // moving pays), ...
+  void gather_pages(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
+  // ... maps pages under `block` for `size` bytes: moved ones first, then new ones (*complete
+  // false when the device could not give all); false when nothing was mapped ...
+  bool map_gathered_pages(Block* block, std::size_t size, AddressRange* mapped, bool* complete)
+      CUDACACHE_REQUIRES(mutex_);
+  // ... taking `need` bytes of pages (together no larger than `limit`), from moved_pages_
+  // first, created as pages of `page_size` for the rest (moved pages left over go back to the
+  // device first); false when the device is full (*pages has what was found).
+  bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
+                  std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
+  bool device_has_room(std::size_t bytes) const CUDACACHE_REQUIRES(mutex_);
+
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);
-  bool release_oversize_blocks(const Request& request) CUDACACHE_REQUIRES(mutex_);
-  // Waits for pending stream events, then returns every free segment, or with pages every
-  // whole free page: released; with `keep_pages` the 2 MiB ones are kept, unmapped, in
-  // moved_pages_, so that the request being served maps them again instead of creating pages
-  // (larger ones are released: the device makes 2 MiB pages of them as needed).
-  void release_cached_blocks(bool keep_pages = false) CUDACACHE_REQUIRES(mutex_);
-  void garbage_collect() CUDACACHE_REQUIRES(mutex_);
   void process_events() CUDACACHE_REQUIRES(mutex_);
   void* finish_allocation(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_allocation(Block* block) CUDACACHE_REQUIRES(mutex_);
@@ -154,10 +184,9 @@ class DeviceAllocator {
   const int device_;
   const Options options_;
   const std::shared_ptr<RetryHooks> hooks_;
-  std::unique_ptr<SegmentBackend> backend_;  // set once, in the constructor
-  bool expandable_ = false;                  // set once
-  bool moves_pages_ = false;                 // cudacache's policy (Note [Moving pages]); set once
-  std::size_t allowed_maximum_ = SIZE_MAX;   // per_process_memory_fraction cap; set once
+  std::unique_ptr<SegmentBackend> backend_;                   // set once, in the constructor
+  PlacementPolicy policy_ = PlacementPolicy::kPyTorchNative;  // set once
+  std::size_t allowed_maximum_ = SIZE_MAX;  // per_process_memory_fraction cap; set once
 
   mutable Mutex mutex_;
   BlockPool small_pool_ CUDACACHE_GUARDED_BY(mutex_){PoolKind::kSmall};

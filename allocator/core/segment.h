@@ -43,6 +43,19 @@ struct Block {
   void* pointer() const { return reinterpret_cast<void*>(address); }
 };
 
+// Free for reuse: not allocated and no stream work pending on it.
+inline bool allocatable(const Block* block) {
+  return block != nullptr && !block->allocated && block->pending_events == 0 &&
+         block->stream_uses.empty();
+}
+
+// Whether `size` bytes fit from `block` on through allocatable neighbours, mapped or not.
+inline bool has_space(const Block* block, std::size_t size) {
+  std::size_t bytes = 0;
+  for (; bytes < size && allocatable(block); block = block->next) bytes += block->size;
+  return bytes >= size;
+}
+
 struct Segment {
   std::uintptr_t base = 0;
   std::size_t size = 0;

@@ -15,7 +15,7 @@
 // Each page is its own handle, mapped whole (offset 0): the only use the driver allows for
 // non-multicast handles, and what lets a page be unmapped alone. A page is any multiple of
 // the range's page size (cudacache's policy maps one page per growth when the device has
-// room, and moves unmapped pages to other ranges: Note [Moving pages] in expandable_blocks.cpp).
+// room, and moves unmapped pages to other ranges: Note [Moving pages] in policy_cudacache.cpp).
 #pragma once
 
 #include "segment_backend.h"

@@ -2,23 +2,33 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <string_view>
+#include <string>
 
 namespace cudacache {
 namespace {
 
+// spdlog's own level names (trace, debug, info, warning/warn, error/err, critical, off), in any
+// case. Anything else leaves logging off and says so once on stderr: logging must never break
+// a program, nor be silently missing when asked for.
 spdlog::level::level_enum level_from_environment() {
   const char* text = std::getenv("CUDACACHE_LOG_LEVEL");
-  if (text == nullptr) return spdlog::level::off;
-  const std::string_view name(text);
-  if (name == "trace") return spdlog::level::trace;
-  if (name == "debug") return spdlog::level::debug;
-  if (name == "info") return spdlog::level::info;
-  if (name == "warn") return spdlog::level::warn;
-  if (name == "error") return spdlog::level::err;
-  return spdlog::level::off;  // "off" and anything unknown: logging must never break a program
+  if (text == nullptr || *text == '\0') return spdlog::level::off;
+  std::string name(text);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const spdlog::level::level_enum level = spdlog::level::from_str(name);
+  if (level == spdlog::level::off && name != "off") {
+    std::fprintf(stderr,
+                 "cudacache: CUDACACHE_LOG_LEVEL=%s is not a level (trace, debug, info, warn, "
+                 "error, critical, off); logging stays off\n",
+                 text);
+  }
+  return level;
 }
 
 }  // namespace
@@ -31,7 +41,8 @@ spdlog::logger& logger() {
     auto* created =
         new spdlog::logger("cudacache", std::make_shared<spdlog::sinks::stderr_sink_mt>());
     created->set_level(level_from_environment());
-    created->set_pattern("[cudacache %l] %v");
+    // Time and pid: a preloaded program may be one of many processes writing to one stream.
+    created->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [cudacache %P] [%l] %v");
     return created;
   }();
   return *instance;

@@ -344,7 +344,7 @@ driver's: for what a GPU would add, read the device-calls column, not ns / event
 
 Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacache` (default options:
 cudacache's own policy on driver-VMM pages, pages moved where memory is needed, Note [Moving
-pages] in `allocator/expandable_blocks.cpp`), `pytorch` (cudacache set to PyTorch's native
+pages] in `allocator/core/policy_cudacache.cpp`), `pytorch` (cudacache set to PyTorch's native
 default policy, `policy:pytorch`), `pytorch-expandable`
 (the same with `expandable_segments:True`, on the driver's VMM API), `cub`
 (`cub::CachingDeviceAllocator`, default bins, unlimited cache), `nocache` (one

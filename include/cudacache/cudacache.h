@@ -18,6 +18,16 @@
 #ifndef CUDACACHE_H
 #define CUDACACHE_H
 
+/* The version of these headers and of the library built from them (the one place it is
+ * written: CMake reads it from here). cudacache_version() gives the loaded library's. */
+#define CUDACACHE_VERSION_MAJOR 0
+#define CUDACACHE_VERSION_MINOR 1
+#define CUDACACHE_VERSION_PATCH 0
+#define CUDACACHE_VERSION_STRING "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if CUDACACHE_VERSION >= 100 comparisons. */
+#define CUDACACHE_VERSION \
+  (CUDACACHE_VERSION_MAJOR * 10000 + CUDACACHE_VERSION_MINOR * 100 + CUDACACHE_VERSION_PATCH)
+
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,6 +55,10 @@ typedef enum cudacache_status {
   CUDACACHE_CUDA_ERROR = 6,       /* the CUDA runtime failed in an unexpected way */
   CUDACACHE_INTERNAL = 7          /* a bug in cudacache */
 } cudacache_status;
+
+/* The loaded library's version, "MAJOR.MINOR.PATCH" (may differ from CUDACACHE_VERSION_STRING
+ * when a program runs with another build of libcudacache.so than its headers). */
+CUDACACHE_API const char* cudacache_version(void);
 
 /* Static English name of a status ("CUDACACHE_OUT_OF_MEMORY"). */
 CUDACACHE_API const char* cudacache_status_string(cudacache_status status);

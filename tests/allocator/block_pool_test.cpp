@@ -12,6 +12,7 @@ namespace cudacache {
 namespace {
 
 using testing::pytorch_native;
+using testing::ScopedStream;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
@@ -49,7 +50,7 @@ TEST(BlockPool, BestFitIsSmallestLargeEnoughOnTheStreamLowestAddressFirst) {
   EXPECT_EQ(second->address, 0x1000000u);
   EXPECT_EQ(pool.take_best_fit(fake_stream(7), 9 * kMiB, SIZE_MAX), nullptr);
   EXPECT_EQ(pool.take_best_fit(fake_stream(8), kMiB, SIZE_MAX), nullptr);  // other stream
-  EXPECT_EQ(pool.free_blocks().size(), 2u);
+  EXPECT_EQ(pool.free_count(), 2u);
   EXPECT_EQ(pool.search_count(), 4u);
 }
 
@@ -74,7 +75,7 @@ TEST(BlockPool, EqualSizesPreferTheOlderSegmentThenTheLowerAddress) {
     ASSERT_NE(block, nullptr);
     EXPECT_EQ(block->address, address);
   }
-  EXPECT_TRUE(pool.free_blocks().empty());
+  EXPECT_EQ(pool.free_count(), 0u);
 }
 
 TEST(BlockPool, SplitRemainderInheritsTheSegmentOrder) {
@@ -131,7 +132,7 @@ TEST(BlockPool, SplitThenMergeRestoresTheSegment) {
   EXPECT_EQ(try_merge(whole, whole->next, pool), kSmallBuffer - 4096 - 8192);
   EXPECT_EQ(whole->size, kSmallBuffer);
   EXPECT_FALSE(whole->is_split());
-  EXPECT_TRUE(pool.free_blocks().empty());
+  EXPECT_EQ(pool.free_count(), 0u);
   EXPECT_EQ(f.segment.head, whole);
 }
 
@@ -192,21 +193,17 @@ TEST(BlockPool, AllocatorLargeRemainderRule) {
 
 TEST(BlockPool, AllocatorReusesBlocksOnlyOnTheirStream) {
   CUDACACHE_REQUIRE_CUDASIM();
-  cudaStream_t other = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
-  {
-    DeviceAllocator allocator(0, pytorch_native());
-    void* a = allocator.allocate(4096, nullptr);
-    allocator.deallocate(a);
-    void* b = allocator.allocate(4096, other);
-    EXPECT_NE(a, b);
-    EXPECT_EQ(allocator.stats().num_device_alloc, 2);
-    void* c = allocator.allocate(4096, nullptr);
-    EXPECT_EQ(c, a);
-    allocator.deallocate(b);
-    allocator.deallocate(c);
-  }
-  cudaStreamDestroy(other);
+  const ScopedStream other;
+  DeviceAllocator allocator(0, pytorch_native());
+  void* a = allocator.allocate(4096, nullptr);
+  allocator.deallocate(a);
+  void* b = allocator.allocate(4096, other);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(allocator.stats().num_device_alloc, 2);
+  void* c = allocator.allocate(4096, nullptr);
+  EXPECT_EQ(c, a);
+  allocator.deallocate(b);
+  allocator.deallocate(c);
 }
 
 // The pattern that made the qwen7b_layerwise_sparse_quant_calibration trace diverge from

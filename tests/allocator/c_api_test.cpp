@@ -6,6 +6,8 @@
 #include <cudasim.h>
 #include <gtest/gtest.h>
 
+#include "require_cudasim.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,7 +28,7 @@ class CApi : public ::testing::Test {
   // Each case starts from a process where cudacache was never used, as CTest runs it, also
   // when the whole binary runs in one process.
   void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    CUDACACHE_REQUIRE_CUDASIM();
     unsetenv("CUDACACHE_CONF");
     cudacache_testing_reset();
   }

@@ -68,7 +68,7 @@ void expect_marked(void* p, std::size_t size, unsigned char tag) {
 }
 
 TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
-  if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+  CUDACACHE_REQUIRE_CUDASIM();
   std::vector<cudaStream_t> streams(kThreads, nullptr);
   for (int t = 1; t < kThreads; ++t) ASSERT_EQ(cudaStreamCreate(&streams[t]), cudaSuccess);
   {
@@ -126,7 +126,7 @@ TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
 }
 
 TEST(Concurrency, ThreadsShareTheCApi) {
-  if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+  CUDACACHE_REQUIRE_CUDASIM();
   std::vector<std::thread> workers;
   for (int t = 0; t < kThreads; ++t) {
     workers.emplace_back([t] {

@@ -26,6 +26,7 @@ namespace {
 using testing::allocated;
 using testing::expect_invariants;
 using testing::reserved;
+using testing::ScopedStream;
 using testing::sim_counters;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
@@ -34,7 +35,7 @@ constexpr std::size_t kGiB = std::size_t{1} << 30;
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    CUDACACHE_REQUIRE_CUDASIM();
     ASSERT_EQ(cudasim_reset_counters(0), 0);
   }
   Options options() const { return Options(GetParam()); }
@@ -206,9 +207,9 @@ void run_random_sequence(const std::string& config, unsigned seed, int steps) {
   const Options options(config);
   const std::size_t capacity = cudasim_get_capacity(0);
   ASSERT_EQ(cudasim_set_capacity(0, 256 * kMiB), 0);  // pressure: OOMs happen
-  cudaStream_t streams[3] = {nullptr, nullptr, nullptr};
-  ASSERT_EQ(cudaStreamCreate(&streams[1]), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreate(&streams[2]), cudaSuccess);
+  const ScopedStream side_1;
+  const ScopedStream side_2;
+  const cudaStream_t streams[3] = {nullptr, side_1, side_2};
   {
     DeviceAllocator allocator(0, options);
     std::mt19937_64 random(seed);
@@ -263,8 +264,6 @@ void run_random_sequence(const std::string& config, unsigned seed, int steps) {
     EXPECT_EQ(reserved(allocator.stats()), 0);
   }
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  cudaStreamDestroy(streams[1]);
-  cudaStreamDestroy(streams[2]);
   cudasim_set_capacity(0, capacity);
 }
 

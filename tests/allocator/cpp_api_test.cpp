@@ -4,6 +4,9 @@
 #include <cudasim.h>
 #include <gtest/gtest.h>
 
+#include "require_cudasim.h"
+#include "sim_streams.h"
+
 #include <cstdlib>
 
 #include <cstdint>
@@ -24,6 +27,9 @@ extern "C" void cudacache_testing_reset(void);
 
 namespace {
 
+using cudacache::testing::HeldStream;
+using cudacache::testing::ScopedStream;
+
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 class CppApi : public ::testing::Test {
@@ -31,7 +37,7 @@ class CppApi : public ::testing::Test {
   // Each case starts from a process where cudacache was never used, as CTest runs it, also
   // when the whole binary runs in one process.
   void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    CUDACACHE_REQUIRE_CUDASIM();
     unsetenv("CUDACACHE_CONF");
     cudacache_testing_reset();
   }
@@ -139,19 +145,17 @@ TEST_F(CppApi, HistoryRecordAndCsv) {
 }
 
 TEST_F(CppApi, RecordStream) {
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  const ScopedStream side;
   void* p = cudacache::allocate(4096);
   cudacache::record_stream(p, side);
-  ASSERT_EQ(cudasim_hold_stream(side), 0);
+  HeldStream held(side);
   cudacache::deallocate(p);
   void* q = cudacache::allocate(4096);
   EXPECT_NE(p, q);
-  ASSERT_EQ(cudasim_release_stream(side), 0);
+  ASSERT_EQ(held.release(), 0);
   cudacache::deallocate(q);
   int local = 0;
   EXPECT_THROW(cudacache::record_stream(&local, side), cudacache::Error);
-  cudaStreamDestroy(side);
 }
 
 // Issue 16: the C struct and the C++ struct come from one table; every field agrees.
@@ -196,12 +200,12 @@ TEST_F(CppApi, PerThreadStreamBlocksWaitForTheFreeingThreadsWork) {
   std::promise<void> b_done;
   std::thread a([&] {
     freed_by_a = cudacache::allocate(kSize, cudaStreamPerThread);
-    ASSERT_EQ(cudasim_hold_stream(cudaStreamPerThread), 0);  // A's work stays queued
+    HeldStream held(cudaStreamPerThread);  // A's work stays queued
     ASSERT_EQ(cudaMemsetAsync(freed_by_a, 0xAA, kSize, cudaStreamPerThread), cudaSuccess);
     cudacache::deallocate(freed_by_a);
     a_freed.set_value();
     b_done.get_future().wait();
-    ASSERT_EQ(cudasim_release_stream(cudaStreamPerThread), 0);  // A's memset runs now
+    ASSERT_EQ(held.release(), 0);  // A's memset runs now
     ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
   });
   a_freed.get_future().wait();

@@ -1,4 +1,4 @@
-// cudacache's own policy (policy:cudacache, Note [Moving pages] in expandable_blocks.cpp):
+// cudacache's own policy (policy:cudacache, Note [Moving pages] in policy_cudacache.cpp):
 // pages are moved, not created, when the device is full; 2 MiB pages without room, PyTorch's
 // 20 MiB pages with room. The behaviours every configuration shares are in conformance_test.cpp.
 #include "test_support.h"
@@ -12,7 +12,9 @@
 namespace cudacache {
 namespace {
 
+using testing::HeldStream;
 using testing::reserved;
+using testing::ScopedStream;
 using testing::sim_calls;
 using testing::sim_counters;
 
@@ -25,8 +27,7 @@ class CudacachePolicy : public testing::SimulatedDeviceTest {
 
 TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
-  cudaStream_t other = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
     ASSERT_TRUE(allocator.expandable());
@@ -49,7 +50,6 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
     allocator.deallocate(p);
   }
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  cudaStreamDestroy(other);
 }
 
 // Found by fuzz_allocator_ops: a new range is sized from the device's memory (9/8 of it), but
@@ -58,8 +58,7 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
 // allocator followed a null block. A range is never smaller than its request now.
 TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
   ASSERT_EQ(cudasim_set_capacity(0, 512 * kMiB), 0);
-  cudaStream_t other = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
     allocator.deallocate(allocator.allocate(40 * kMiB, nullptr));  // 40 MiB of pages, cached
@@ -72,24 +71,22 @@ TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
     allocator.empty_cache();
   }
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  cudaStreamDestroy(other);
 }
 
 // The out-of-memory ladder waits for pending frees; the 2 MiB pages it then unmaps are mapped
 // again where the request needs them, not released and created anew.
 TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {
   ASSERT_EQ(cudasim_set_capacity(0, 40 * kMiB), 0);  // no room: 2 MiB pages
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  const ScopedStream side;
   {
     DeviceAllocator allocator(0, options());
     void* a = allocator.allocate(30 * kMiB, nullptr);  // 15 pages
     allocator.record_stream(a, side);
-    ASSERT_EQ(cudasim_hold_stream(side), 0);
+    HeldStream held(side);
     allocator.deallocate(a);  // pending on side: not free, its pages cannot move yet
-    std::thread releaser([side] {
+    std::thread releaser([&held] {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      cudasim_release_stream(side);
+      held.release();
     });
     void* b = allocator.allocate(30 * kMiB, nullptr);  // the ladder waits for side
     releaser.join();
@@ -106,7 +103,6 @@ TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {
     allocator.deallocate(b);
   }
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  cudaStreamDestroy(side);
 }
 
 TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {

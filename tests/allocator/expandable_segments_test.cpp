@@ -13,6 +13,7 @@ namespace cudacache {
 namespace {
 
 using testing::reserved;
+using testing::ScopedStream;
 using testing::sim_calls;
 using testing::sim_counters;
 
@@ -128,8 +129,7 @@ TEST_F(ExpandableSegments, EmptyCacheUnmapsOnlyWholeFreePagesAfterASynchronize) 
 
 TEST_F(ExpandableSegments, DeviceFullUnmapsAnotherStreamsPagesAndRetries) {
   ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
-  cudaStream_t other = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
     allocator.deallocate(allocator.allocate(80 * kMiB, other));  // 4 pages stay mapped
@@ -143,7 +143,6 @@ TEST_F(ExpandableSegments, DeviceFullUnmapsAnotherStreamsPagesAndRetries) {
     allocator.deallocate(p);
   }
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
-  cudaStreamDestroy(other);
 }
 
 TEST_F(ExpandableSegments, OutOfMemoryLeavesNoPageBehind) {

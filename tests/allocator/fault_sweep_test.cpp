@@ -19,6 +19,7 @@ namespace cudacache {
 namespace {
 
 using testing::reserved;
+using testing::ScopedStream;
 using testing::sim_calls;
 using testing::sim_counters;
 
@@ -45,8 +46,7 @@ class FaultSweep : public testing::SimulatedDeviceTest,
   // Runs the scenario; `kind` names the calls counted in ScenarioRun::calls.
   ScenarioRun run(const char* kind, bool frees_memory) {
     ScenarioRun result;
-    cudaStream_t side = nullptr;
-    EXPECT_EQ(cudaStreamCreate(&side), cudaSuccess);
+    const ScopedStream side;
     const std::uint64_t in_use_before = sim_counters().in_use_bytes;
     const cudasim_call_counts calls_before = sim_calls();
     {
@@ -96,7 +96,6 @@ class FaultSweep : public testing::SimulatedDeviceTest,
       while (!live.empty()) free_nth(0);
       attempt([&] { allocator.empty_cache(); });
     }
-    cudaStreamDestroy(side);
     result.leaked = sim_counters().in_use_bytes - in_use_before;
     const cudasim_call_counts calls_after = sim_calls();
     result.calls = count_of(calls_after, kind) - count_of(calls_before, kind);

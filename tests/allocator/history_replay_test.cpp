@@ -16,6 +16,8 @@
 namespace cudacache {
 namespace {
 
+using testing::ScopedStream;
+
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 struct Recording {
@@ -74,10 +76,8 @@ Recording record_scenario(cudaStream_t side) {
 
 TEST(HistoryReplay, ReplayOfTheRecordedCsvReachesTheSamePeaks) {
   CUDACACHE_REQUIRE_CUDASIM();
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  const ScopedStream side;
   const Recording recording = record_scenario(side);
-  cudaStreamDestroy(side);
   ASSERT_GT(recording.allocations, 200u);
   ASSERT_GT(recording.peak_reserved, 0);
 

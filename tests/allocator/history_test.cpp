@@ -15,7 +15,9 @@
 namespace cudacache {
 namespace {
 
+using testing::HeldStream;
 using testing::pytorch_native;
+using testing::ScopedStream;
 
 using replay::testing::Json;
 using replay::testing::JsonReader;
@@ -89,60 +91,52 @@ TEST(History, OptionStartsRecordingAtCreation) {
 
 TEST(History, CrossStreamFreeCompletesWhenTheStreamIsDone) {
   CUDACACHE_REQUIRE_CUDASIM();
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
-  {
-    DeviceAllocator allocator(0, pytorch_native());
-    allocator.record_history(1000);
-    void* a = allocator.allocate(5000, nullptr);
-    allocator.record_stream(a, side);
-    ASSERT_EQ(cudasim_hold_stream(side), 0);
-    allocator.deallocate(a);                     // free_requested only: side still runs
-    void* b = allocator.allocate(700, nullptr);  // polls the event: not ready
-    ASSERT_EQ(cudasim_release_stream(side), 0);
-    void* c = allocator.allocate(5000, nullptr);  // polls again: a completes first
-    EXPECT_EQ(c, a);                              // and its block is reused
-    allocator.deallocate(b);
-    allocator.deallocate(c);
+  const ScopedStream side;
+  DeviceAllocator allocator(0, pytorch_native());
+  allocator.record_history(1000);
+  void* a = allocator.allocate(5000, nullptr);
+  allocator.record_stream(a, side);
+  HeldStream held(side);
+  allocator.deallocate(a);                     // free_requested only: side still runs
+  void* b = allocator.allocate(700, nullptr);  // polls the event: not ready
+  ASSERT_EQ(held.release(), 0);
+  void* c = allocator.allocate(5000, nullptr);  // polls again: a completes first
+  EXPECT_EQ(c, a);                              // and its block is reused
+  allocator.deallocate(b);
+  allocator.deallocate(c);
 
-    const std::vector<HistoryEntry> entries = allocator.history();
-    ASSERT_EQ(actions(entries),
-              (std::vector<std::string>{"segment_alloc", "alloc", "free_requested", "alloc",
-                                        "free_completed", "alloc", "free_requested",
-                                        "free_completed", "free_requested", "free_completed"}));
-    const std::uintptr_t segment = entries[0].address;
-    EXPECT_EQ(entries[0].size, 2 * kMiB);
-    EXPECT_EQ(entries[1].address, address_of(a));
-    EXPECT_EQ(entries[1].address, segment);
-    EXPECT_EQ(entries[1].size, 5000u);  // PyTorch's size: the requested bytes
-    EXPECT_EQ(entries[1].block_size, 5120u);
-    EXPECT_EQ(entries[2].address, address_of(a));
-    EXPECT_EQ(entries[3].address, address_of(b));
-    EXPECT_EQ(entries[3].size, 700u);
-    EXPECT_EQ(entries[3].block_size, 1024u);
-    EXPECT_EQ(entries[4].address, address_of(a));
-    EXPECT_EQ(entries[4].size, 5000u);
-    EXPECT_EQ(entries[5].address, address_of(a));
-    for (const HistoryEntry& entry : entries) {
-      EXPECT_EQ(entry.stream, 0u);  // allocation stream; the side stream is only a use
-      EXPECT_GT(entry.time_us, 1'600'000'000'000'000);  // after September 2020, in microseconds
-    }
+  const std::vector<HistoryEntry> entries = allocator.history();
+  ASSERT_EQ(actions(entries),
+            (std::vector<std::string>{"segment_alloc", "alloc", "free_requested", "alloc",
+                                      "free_completed", "alloc", "free_requested", "free_completed",
+                                      "free_requested", "free_completed"}));
+  const std::uintptr_t segment = entries[0].address;
+  EXPECT_EQ(entries[0].size, 2 * kMiB);
+  EXPECT_EQ(entries[1].address, address_of(a));
+  EXPECT_EQ(entries[1].address, segment);
+  EXPECT_EQ(entries[1].size, 5000u);  // PyTorch's size: the requested bytes
+  EXPECT_EQ(entries[1].block_size, 5120u);
+  EXPECT_EQ(entries[2].address, address_of(a));
+  EXPECT_EQ(entries[3].address, address_of(b));
+  EXPECT_EQ(entries[3].size, 700u);
+  EXPECT_EQ(entries[3].block_size, 1024u);
+  EXPECT_EQ(entries[4].address, address_of(a));
+  EXPECT_EQ(entries[4].size, 5000u);
+  EXPECT_EQ(entries[5].address, address_of(a));
+  for (const HistoryEntry& entry : entries) {
+    EXPECT_EQ(entry.stream, 0u);  // allocation stream; the side stream is only a use
+    EXPECT_GT(entry.time_us, 1'600'000'000'000'000);  // after September 2020, in microseconds
   }
-  cudaStreamDestroy(side);
 }
 
 TEST(History, EntriesNameTheAllocationStream) {
   CUDACACHE_REQUIRE_CUDASIM();
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
-  {
-    DeviceAllocator allocator(0, pytorch_native("record_history:10"));
-    allocator.deallocate(allocator.allocate(100, side));
-    const std::vector<HistoryEntry> entries = allocator.history();
-    ASSERT_EQ(entries.size(), 4u);
-    for (const HistoryEntry& entry : entries) EXPECT_EQ(entry.stream, handle_of(side));
-  }
-  cudaStreamDestroy(side);
+  const ScopedStream side;
+  DeviceAllocator allocator(0, pytorch_native("record_history:10"));
+  allocator.deallocate(allocator.allocate(100, side));
+  const std::vector<HistoryEntry> entries = allocator.history();
+  ASSERT_EQ(entries.size(), 4u);
+  for (const HistoryEntry& entry : entries) EXPECT_EQ(entry.stream, handle_of(side));
 }
 
 TEST(History, FailedRequestRecordsAnOomEntry) {
@@ -219,50 +213,46 @@ TEST(History, BadValuesAreErrors) {
 
 TEST(History, SnapshotJsonCarriesTheTraceInPyTorchSchema) {
   CUDACACHE_REQUIRE_CUDASIM();
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
-  {
-    DeviceAllocator allocator(0, pytorch_native("record_history:100"));
-    void* a = allocator.allocate(5000, side);
-    void* b = allocator.allocate(3 * kMiB, nullptr);
-    allocator.deallocate(a);
-    EXPECT_THROW(allocator.allocate(std::size_t{1} << 40, nullptr), OutOfMemoryError);
-    allocator.empty_cache();
+  const ScopedStream side;
+  DeviceAllocator allocator(0, pytorch_native("record_history:100"));
+  void* a = allocator.allocate(5000, side);
+  void* b = allocator.allocate(3 * kMiB, nullptr);
+  allocator.deallocate(a);
+  EXPECT_THROW(allocator.allocate(std::size_t{1} << 40, nullptr), OutOfMemoryError);
+  allocator.empty_cache();
 
-    const Json snapshot = JsonReader(allocator.snapshot_json()).read();
-    ASSERT_TRUE(snapshot.has("segments"));
-    const Json& traces = snapshot.at("device_traces");
-    ASSERT_EQ(traces.type, Json::Type::kArray);
-    ASSERT_EQ(traces.array.size(), 1u);  // one list: this device
-    const std::vector<Json>& trace = traces.array[0].array;
-    const std::vector<HistoryEntry> entries = allocator.history();
-    ASSERT_EQ(trace.size(), entries.size());
-    for (std::size_t i = 0; i < trace.size(); ++i) {
-      const Json& entry = trace[i];
-      const std::string action = entry.at("action").text;
-      EXPECT_EQ(action, history_action_name(entries[i].action));
-      const char* address_key = action == "oom" ? "device_free" : "addr";
-      EXPECT_EQ(entry.at(address_key).type, Json::Type::kNumber) << action;
-      EXPECT_EQ(entry.at(address_key).number, static_cast<double>(entries[i].address));
-      EXPECT_EQ(entry.at("size").number, static_cast<double>(entries[i].size));
-      EXPECT_EQ(entry.at("stream").number, static_cast<double>(entries[i].stream));
-      EXPECT_EQ(entry.at("time_us").type, Json::Type::kNumber);
-      EXPECT_EQ(entry.at("frames").type, Json::Type::kArray);
-      EXPECT_TRUE(entry.at("frames").array.empty());
-      const bool block_event =
-          action == "alloc" || action == "free_requested" || action == "free_completed";
-      EXPECT_EQ(entry.has("block_size"), block_event) << action;
-      EXPECT_EQ(entry.has("requested_size"), action == "oom") << action;
-      EXPECT_EQ(entry.has("addr"), action != "oom") << action;
-    }
-    const std::vector<std::string> names = actions(entries);
-    for (const char* expected : {"segment_alloc", "alloc", "free_requested", "free_completed",
-                                 "segment_free", "oom", "empty_cache"}) {
-      EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
-    }
-    allocator.deallocate(b);
+  const Json snapshot = JsonReader(allocator.snapshot_json()).read();
+  ASSERT_TRUE(snapshot.has("segments"));
+  const Json& traces = snapshot.at("device_traces");
+  ASSERT_EQ(traces.type, Json::Type::kArray);
+  ASSERT_EQ(traces.array.size(), 1u);  // one list: this device
+  const std::vector<Json>& trace = traces.array[0].array;
+  const std::vector<HistoryEntry> entries = allocator.history();
+  ASSERT_EQ(trace.size(), entries.size());
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const Json& entry = trace[i];
+    const std::string action = entry.at("action").text;
+    EXPECT_EQ(action, history_action_name(entries[i].action));
+    const char* address_key = action == "oom" ? "device_free" : "addr";
+    EXPECT_EQ(entry.at(address_key).type, Json::Type::kNumber) << action;
+    EXPECT_EQ(entry.at(address_key).number, static_cast<double>(entries[i].address));
+    EXPECT_EQ(entry.at("size").number, static_cast<double>(entries[i].size));
+    EXPECT_EQ(entry.at("stream").number, static_cast<double>(entries[i].stream));
+    EXPECT_EQ(entry.at("time_us").type, Json::Type::kNumber);
+    EXPECT_EQ(entry.at("frames").type, Json::Type::kArray);
+    EXPECT_TRUE(entry.at("frames").array.empty());
+    const bool block_event =
+        action == "alloc" || action == "free_requested" || action == "free_completed";
+    EXPECT_EQ(entry.has("block_size"), block_event) << action;
+    EXPECT_EQ(entry.has("requested_size"), action == "oom") << action;
+    EXPECT_EQ(entry.has("addr"), action != "oom") << action;
   }
-  cudaStreamDestroy(side);
+  const std::vector<std::string> names = actions(entries);
+  for (const char* expected : {"segment_alloc", "alloc", "free_requested", "free_completed",
+                               "segment_free", "oom", "empty_cache"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  }
+  allocator.deallocate(b);
 }
 
 // Recording, exporting and restarting while other threads allocate (run it under TSan too).

@@ -13,7 +13,9 @@
 namespace cudacache {
 namespace {
 
+using testing::HeldStream;
 using testing::pytorch_native;
+using testing::ScopedStream;
 
 using testing::allocated;
 using testing::reserved;
@@ -25,7 +27,7 @@ constexpr std::size_t kGiB = std::size_t{1} << 30;
 class OomTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
+    CUDACACHE_REQUIRE_CUDASIM();
     ASSERT_EQ(cudasim_set_capacity(0, 256 * kMiB), 0);
   }
 };
@@ -47,8 +49,7 @@ TEST(OomReport, FragmentationDefinition) {
 TEST_F(OomTest, FailedCudaMallocReleasesCacheAndRetries) {
   DeviceAllocator allocator(0, pytorch_native());
   // Fill the cache with free 12 MiB segments on a side stream: they cannot serve stream 0.
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  const ScopedStream side;
   std::vector<void*> blocks;
   for (int i = 0; i < 12; ++i) blocks.push_back(allocator.allocate(12 * kMiB, side));
   for (void* p : blocks) allocator.deallocate(p);
@@ -64,7 +65,6 @@ TEST_F(OomTest, FailedCudaMallocReleasesCacheAndRetries) {
   EXPECT_EQ(reserved(s), static_cast<std::int64_t>(150 * kMiB));
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "stale error after a failed cudaMalloc";
   allocator.deallocate(big);
-  cudaStreamDestroy(side);
 }
 
 TEST_F(OomTest, OversizeBlocksAreReleasedFirst) {
@@ -157,30 +157,26 @@ TEST_F(OomTest, FragmentedCacheIsReportedWithASuggestion) {
 // fragmentation and suggested max_split_size_mb and expandable segments, neither of which
 // helps. It says where the memory is.
 TEST_F(OomTest, MemoryCachedForAnotherStreamIsNamedNotBlamedOnFragmentation) {
-  cudaStream_t other = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
-  {
-    DeviceAllocator allocator(0, pytorch_native());
-    allocator.deallocate(allocator.allocate(200 * kMiB, other));  // one 200 MiB segment
-    void* kept = allocator.allocate(20 * kMiB, other);            // keeps it split
-    // 180 MiB free on `other`, 56 MiB left on the device.
-    try {
-      allocator.allocate(100 * kMiB, nullptr);
-      FAIL() << "no exception";
-    } catch (const OutOfMemoryError& error) {
-      EXPECT_EQ(error.report().free_on_other_streams_bytes, 180 * kMiB);
-      const std::string message = error.what();
-      EXPECT_NE(message.find("180.00 MiB of the free cached memory belongs to other streams"),
-                std::string::npos)
-          << message;
-      EXPECT_EQ(message.find("max_split_size_mb"), std::string::npos) << message;
-      EXPECT_EQ(message.find("expandable_segments"), std::string::npos) << message;
-      EXPECT_NE(message.find("Allocate on the stream that freed the memory"), std::string::npos)
-          << message;
-    }
-    allocator.deallocate(kept);
+  const ScopedStream other;
+  DeviceAllocator allocator(0, pytorch_native());
+  allocator.deallocate(allocator.allocate(200 * kMiB, other));  // one 200 MiB segment
+  void* kept = allocator.allocate(20 * kMiB, other);            // keeps it split
+  // 180 MiB free on `other`, 56 MiB left on the device.
+  try {
+    allocator.allocate(100 * kMiB, nullptr);
+    FAIL() << "no exception";
+  } catch (const OutOfMemoryError& error) {
+    EXPECT_EQ(error.report().free_on_other_streams_bytes, 180 * kMiB);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("180.00 MiB of the free cached memory belongs to other streams"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("max_split_size_mb"), std::string::npos) << message;
+    EXPECT_EQ(message.find("expandable_segments"), std::string::npos) << message;
+    EXPECT_NE(message.find("Allocate on the stream that freed the memory"), std::string::npos)
+        << message;
   }
-  cudaStreamDestroy(other);
+  allocator.deallocate(kept);
 }
 
 TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
@@ -188,20 +184,19 @@ TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
   // events is not looked at again by PyTorch, which reports OOM; cudacache serves from it.
   ASSERT_EQ(cudasim_set_capacity(0, 200 * kMiB), 0);
   DeviceAllocator allocator(0, pytorch_native());
-  cudaStream_t side = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&side), cudaSuccess);
+  const ScopedStream side;
   allocator.deallocate(allocator.allocate(120 * kMiB, nullptr));  // one 120 MiB segment
   void* b = allocator.allocate(60 * kMiB, nullptr);
   void* c = allocator.allocate(50 * kMiB, nullptr);
   void* d = allocator.allocate(10 * kMiB, nullptr);  // keeps the segment split
   ASSERT_EQ(allocator.stats().num_device_alloc, 1);
   allocator.record_stream(b, side);
-  ASSERT_EQ(cudasim_hold_stream(side), 0);
+  HeldStream held(side);
   allocator.deallocate(b);  // pending on side
   allocator.deallocate(c);  // 50 MiB free, cannot merge with pending b
-  std::thread releaser([side] {
+  std::thread releaser([&held] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    cudasim_release_stream(side);
+    held.release();
   });
   void* e = allocator.allocate(100 * kMiB, nullptr);  // cudaMalloc fails; b+c = 110 MiB fits
   releaser.join();
@@ -213,7 +208,6 @@ TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
   EXPECT_EQ(s.num_device_alloc, 1);
   allocator.deallocate(e);
   allocator.deallocate(d);
-  cudaStreamDestroy(side);
 }
 
 TEST_F(OomTest, FractionCapIsAnOutOfMemoryError) {

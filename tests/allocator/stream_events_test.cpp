@@ -7,30 +7,34 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <memory>
+#include <optional>
 
 namespace cudacache {
 namespace {
 
+using testing::HeldStream;
+using testing::ScopedStream;
+
 class StreamEventsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime";
-    ASSERT_EQ(cudaStreamCreate(&compute_), cudaSuccess);
-    ASSERT_EQ(cudaStreamCreate(&copy_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (copy_ != nullptr) cudaStreamDestroy(copy_);
-    if (compute_ != nullptr) cudaStreamDestroy(compute_);
+    CUDACACHE_REQUIRE_CUDASIM();
+    compute_ = compute_stream_.emplace().get();
+    copy_ = copy_stream_.emplace().get();
   }
   cudaStream_t compute_ = nullptr;
   cudaStream_t copy_ = nullptr;
+
+ private:
+  std::optional<ScopedStream> compute_stream_;  // created after the skip without cudasim
+  std::optional<ScopedStream> copy_stream_;
 };
 
 TEST_F(StreamEventsTest, BlockWaitsForTheRecordedStream) {
   DeviceAllocator allocator(0, Options{});
   void* a = allocator.allocate(4096, compute_);
   allocator.record_stream(a, copy_);
-  ASSERT_EQ(cudasim_hold_stream(copy_), 0);
+  HeldStream held(copy_);
   allocator.deallocate(a);
   MemoryStats stats = allocator.stats();
   EXPECT_EQ(stats.allocation[kAllPools].current, 0);
@@ -40,7 +44,7 @@ TEST_F(StreamEventsTest, BlockWaitsForTheRecordedStream) {
   void* b = allocator.allocate(4096, compute_);
   EXPECT_NE(b, a) << "reused while copy_ may still read it";
 
-  ASSERT_EQ(cudasim_release_stream(copy_), 0);
+  ASSERT_EQ(held.release(), 0);
   void* c = allocator.allocate(4096, compute_);  // polls events first: a is free again
   EXPECT_EQ(c, a);
   EXPECT_EQ(allocator.stats().num_device_alloc, 1);
@@ -53,11 +57,11 @@ TEST_F(StreamEventsTest, RecordingTheAllocationStreamIsANoOp) {
   DeviceAllocator allocator(0, Options{});
   void* a = allocator.allocate(4096, compute_);
   allocator.record_stream(a, compute_);
-  ASSERT_EQ(cudasim_hold_stream(compute_), 0);
+  HeldStream held(compute_);
   allocator.deallocate(a);  // no event: stream order protects same-stream reuse
   void* b = allocator.allocate(4096, compute_);
   EXPECT_EQ(b, a);
-  ASSERT_EQ(cudasim_release_stream(compute_), 0);
+  ASSERT_EQ(held.release(), 0);
   allocator.deallocate(b);
 }
 
@@ -66,12 +70,12 @@ TEST_F(StreamEventsTest, PendingBlockDoesNotMergeUntilComplete) {
   void* a = allocator.allocate(4096, compute_);
   void* b = allocator.allocate(4096, compute_);
   allocator.record_stream(b, copy_);
-  ASSERT_EQ(cudasim_hold_stream(copy_), 0);
+  HeldStream held(copy_);
   allocator.deallocate(b);
   allocator.deallocate(a);
   // a merged with the free tail? b sits between them, pending: three blocks remain.
   EXPECT_EQ(allocator.snapshot().segments.at(0).blocks.size(), 3u);
-  ASSERT_EQ(cudasim_release_stream(copy_), 0);
+  ASSERT_EQ(held.release(), 0);
   void* c = allocator.allocate(512, compute_);  // processes the event: everything merges
   allocator.deallocate(c);
   EXPECT_EQ(allocator.snapshot().segments.at(0).blocks.size(), 1u);
@@ -118,25 +122,21 @@ TEST_F(StreamEventsTest, StreamOfAnotherDeviceIsRejected) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   if (devices < 2) GTEST_SKIP() << "needs CUDASIM_DEVICES >= 2";
-  cudaStream_t foreign = nullptr;
   ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreate(&foreign), cudaSuccess);
+  const ScopedStream foreign;
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  {
-    DeviceAllocator allocator(0, Options{});
-    try {
-      allocator.allocate(4096, foreign);
-      ADD_FAILURE() << "no error";
-    } catch (const Error& error) {
-      EXPECT_EQ(error.status(), CUDACACHE_INVALID_DEVICE);
-      EXPECT_NE(std::string(error.what()).find("belongs to device 1"), std::string::npos);
-    }
-    void* a = allocator.allocate(4096, compute_);
-    EXPECT_THROW(allocator.record_stream(a, foreign), Error);
-    EXPECT_EQ(allocator.stats().num_device_alloc, 1);
-    allocator.deallocate(a);
+  DeviceAllocator allocator(0, Options{});
+  try {
+    allocator.allocate(4096, foreign);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_INVALID_DEVICE);
+    EXPECT_NE(std::string(error.what()).find("belongs to device 1"), std::string::npos);
   }
-  cudaStreamDestroy(foreign);
+  void* a = allocator.allocate(4096, compute_);
+  EXPECT_THROW(allocator.record_stream(a, foreign), Error);
+  EXPECT_EQ(allocator.stats().num_device_alloc, 1);
+  allocator.deallocate(a);
 }
 
 // Issue 16: the C++ API and the preload find a pointer's allocator by asking each one; the
@@ -163,10 +163,10 @@ TEST_F(StreamEventsTest, OwnershipQueryIsNotAnError) {
   }
   EXPECT_EQ(sink->last_formatted().size(), 1u);
   // The recorded use is real: the block waits for copy_ after the free.
-  ASSERT_EQ(cudasim_hold_stream(copy_), 0);
+  HeldStream held(copy_);
   allocator.deallocate(owned);
   EXPECT_EQ(allocator.stats().active[kAllPools].current, 1);
-  ASSERT_EQ(cudasim_release_stream(copy_), 0);
+  ASSERT_EQ(held.release(), 0);
 
   log.sinks().pop_back();
   log.set_level(level);

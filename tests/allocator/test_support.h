@@ -1,7 +1,10 @@
-// Helpers shared by the allocator tests: cudasim access and the accounting invariants.
+// Helpers shared by the allocator tests: cudasim access and the accounting invariants. The
+// skip without cudasim and the stream guards are in tests/common, for the other tests too.
 #pragma once
 
 #include "device_allocator.h"
+#include "require_cudasim.h"
+#include "sim_streams.h"
 
 #include <cudasim.h>
 #include <gtest/gtest.h>
@@ -11,11 +14,6 @@
 #include <string>
 
 namespace cudacache::testing {
-
-#define CUDACACHE_REQUIRE_CUDASIM()                                        \
-  do {                                                                     \
-    if (!cudasim_available()) GTEST_SKIP() << "needs the cudasim runtime"; \
-  } while (0)
 
 // A test that may change cudasim's device 0: skipped without cudasim, its counters reset
 // first, its capacity and VMM support restored after.

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cudasim.h"
+#include "require_cudasim.h"
 
 #define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess)
 #define EXPECT_CUDA(expr) EXPECT_EQ((expr), cudaSuccess)
@@ -17,7 +18,7 @@
 class SimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "not running on cudasim";
+    CUDACACHE_REQUIRE_CUDASIM();
     int count = 0;
     ASSERT_CUDA(cudaGetDeviceCount(&count));
     static const size_t initial_capacity = cudasim_get_capacity(0);

@@ -9,6 +9,7 @@
 #include "cudasim.h"
 #include "replay_allocator.h"
 #include "replayer.h"
+#include "require_cudasim.h"
 #include "trace_csv.h"
 
 namespace cudacache::replay {
@@ -41,9 +42,7 @@ DeviceCalls calls(std::initializer_list<std::pair<DeviceCallKind, std::uint64_t>
 
 class ReplayAllocators : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the simulated runtime (cudasim)";
-  }
+  void SetUp() override { CUDACACHE_REQUIRE_CUDASIM(); }
   Trace tiny_ = parse_trace_csv(kTinyTrace, "tiny.csv");
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cudasim.h"
+#include "require_cudasim.h"
 #include "synthetic_workload.h"
 #include "trace_csv.h"
 
@@ -14,9 +15,7 @@ constexpr std::uint64_t kGiB = kMiB << 10;
 
 class Replayer : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!cudasim_available()) GTEST_SKIP() << "needs the simulated runtime (cudasim)";
-  }
+  void SetUp() override { CUDACACHE_REQUIRE_CUDASIM(); }
 };
 
 // 2.5 MiB + 1 MiB live together: 3.5 MiB requested. Sizes are multiples of 256 B, so

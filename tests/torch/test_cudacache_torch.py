@@ -6,6 +6,7 @@ import unittest
 
 import torchsim
 from torchsim import MiB, run_scenario
+from torchsim import assert_record_stream_delayed_reuse, record_stream_scenario
 
 INSTALL = """
 import cudacache, cudacache.torch
@@ -145,22 +146,10 @@ class CudacacheInstalledInPyTorch(unittest.TestCase):
         self.assertTrue(r["summary"])
 
     def test_record_stream_delays_reuse(self):
-        r = run_installed("""
-            side = torch.cuda.Stream()
-            x = torch.empty(256, device="cuda")
-            old = x.data_ptr()
-            hold_stream(side)
-            x.record_stream(side)
-            del x
-            y = torch.empty(256, device="cuda")
-            while_held = y.data_ptr()
-            release_stream(side)
-            side.synchronize()
-            z = torch.empty(256, device="cuda")
-            report({"old": old, "while_held": while_held, "after": z.data_ptr()})
-            """, controls=True)
-        self.assertNotEqual(r["while_held"], r["old"])
-        self.assertEqual(r["after"], r["old"])
+        r = run_installed(record_stream_scenario("""
+            report({"old": old, "while_held": while_held, "after": after})
+            """), controls=True)
+        assert_record_stream_delayed_reuse(self, r)
 
     def test_mem_pool_backed_by_cudacache(self):
         # PyTorch's native allocator stays current; one MemPool draws its segments from

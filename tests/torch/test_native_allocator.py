@@ -6,6 +6,7 @@ import unittest
 
 import torchsim
 from torchsim import GiB, MiB, run_scenario
+from torchsim import assert_record_stream_delayed_reuse, record_stream_scenario
 
 
 class NativeAllocatorOnCudasim(unittest.TestCase):
@@ -49,23 +50,11 @@ class NativeAllocatorOnCudasim(unittest.TestCase):
         self.assertEqual((r["counters"]["mallocs"], r["counters"]["frees"]), (2, 2))
 
     def test_record_stream_delays_reuse_until_the_stream_completes(self):
-        r = run_scenario("""
-            side = torch.cuda.Stream()
-            x = torch.empty(256, device="cuda")
-            old = x.data_ptr()
-            hold_stream(side)
-            x.record_stream(side)
-            del x                                  # event recorded on `side`, still pending
-            y = torch.empty(256, device="cuda")
-            while_held = y.data_ptr()
-            release_stream(side)
-            side.synchronize()
-            z = torch.empty(256, device="cuda")    # malloc polls the events: the block is free
-            report({"old": old, "while_held": while_held, "after": z.data_ptr(),
+        r = run_scenario(record_stream_scenario("""
+            report({"old": old, "while_held": while_held, "after": after,
                     "allocated": torch.cuda.memory_allocated()})
-            """, controls=True)
-        self.assertNotEqual(r["while_held"], r["old"])
-        self.assertEqual(r["after"], r["old"])
+            """), controls=True)
+        assert_record_stream_delayed_reuse(self, r)
         self.assertEqual(r["allocated"], 2048)
 
     def test_streams_keep_separate_blocks(self):

@@ -117,6 +117,37 @@ def release_stream(stream):
 """
 
 
+# Code for scenarios (controls=True): a block freed while a stream that used it is held stays
+# out of reuse until that stream completes. Leaves `side` (the stream), `old` (the freed
+# block's address), `while_held` and `after` (what allocations of the same size got while
+# `side` was held and after it completed) for the code that follows.
+RECORD_STREAM_SCENARIO = """
+side = torch.cuda.Stream()
+x = torch.empty(256, device="cuda")
+old = x.data_ptr()
+hold_stream(side)
+x.record_stream(side)
+del x                                  # event recorded on `side`, still pending
+y = torch.empty(256, device="cuda")
+while_held = y.data_ptr()
+release_stream(side)
+side.synchronize()
+z = torch.empty(256, device="cuda")    # malloc polls the events: the block is free
+after = z.data_ptr()
+"""
+
+
+def record_stream_scenario(then):
+    """RECORD_STREAM_SCENARIO followed by `then` (indented like the other scenarios' code)."""
+    return RECORD_STREAM_SCENARIO + textwrap.dedent(then)
+
+
+def assert_record_stream_delayed_reuse(test, result):
+    """What RECORD_STREAM_SCENARIO shows when its `report` passes old, while_held and after."""
+    test.assertNotEqual(result["while_held"], result["old"])
+    test.assertEqual(result["after"], result["old"])
+
+
 def main():
     """unittest.main(), or exit 77 (skipped) when torch is not installed."""
     if not torch_installed():

@@ -5,7 +5,17 @@
 # libcuda.so.1 and libnvidia-ml.so.1 (which PyTorch dlopens). CUDASIM_* variables apply as
 # usual, e.g.:
 #   CUDASIM_CAPACITY=24GiB build/release/tools/cudasim/cudasim-run python3 train.py
+# Next to the libraries in a build tree; installed, in <prefix>/bin with them in
+# <prefix>/lib*/cudacache/cudasim.
 dir=$(cd "$(dirname "$0")" && pwd)
-preload="$dir/libcudart.so.13:$dir/libcuda.so.1:$dir/libnvidia-ml.so.1"
+for libs in "$dir" "$dir"/../lib/cudacache/cudasim "$dir"/../lib64/cudacache/cudasim \
+  "$dir"/../lib/*/cudacache/cudasim; do
+  [ -e "$libs/libcudart.so.13" ] && break
+done
+if [ ! -e "$libs/libcudart.so.13" ]; then
+  echo "cudasim-run: cudasim's libcudart.so.13 not found next to $0 or in ../lib/cudacache/cudasim" >&2
+  exit 127
+fi
+preload="$libs/libcudart.so.13:$libs/libcuda.so.1:$libs/libnvidia-ml.so.1"
 export LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}"
 exec "$@"

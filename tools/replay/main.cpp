@@ -2,6 +2,7 @@
 // See command_line.cpp (usage_text) for what it does and prints.
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include "command_line.h"
 #include "replay_tool.h"
@@ -23,7 +24,10 @@ int main(int argc, char** argv) {
     // The comparison needs cudasim's capacity control and counters. The tool switches to it
     // by re-executing itself with cudasim first on LD_LIBRARY_PATH (which the loader searches
     // before the RUNPATH that finds NVIDIA's runtime); --real-gpu skips that.
-    if (!line.real_gpu) reexec_on_simulator(CUDACACHE_REPLAY_CUDASIM_DIR, argv);
+    if (!line.real_gpu) {
+      const std::string sim_dir = cudasim_dir(CUDACACHE_REPLAY_CUDASIM_DIR);
+      reexec_on_simulator(sim_dir.c_str(), argv);
+    }
     return run_replay_tool(line, std::cout);
   } catch (const UsageError& error) {
     std::cerr << "cudacache-replay: " << error.what() << "\n(see cudacache-replay --help)\n";

@@ -62,6 +62,18 @@ void reset_device_counters() {
   if (running_on_simulator()) cudasim_reset_counters(kDevice);
 }
 
+std::string cudasim_dir(const std::string& build_dir) {
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return build_dir;
+  const std::filesystem::path prefix = exe.parent_path().parent_path();
+  for (const char* lib : {"lib", "lib64"}) {
+    const std::filesystem::path dir = prefix / lib / "cudacache" / "cudasim";
+    if (std::filesystem::exists(dir / "libcudart.so.13", error)) return dir.string();
+  }
+  return build_dir;
+}
+
 void reexec_on_simulator(const char* sim_dir, char** argv) {
   if (running_on_simulator() || std::getenv(kReexecMarker) != nullptr) return;
   std::error_code error;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "device_call_costs.h"
 
@@ -34,5 +35,9 @@ void reset_device_counters();
 // first on LD_LIBRARY_PATH, once (an environment marker stops a loop). Returns only when no
 // re-exec happened: already on cudasim, already tried, or sim_dir missing.
 void reexec_on_simulator(const char* sim_dir, char** argv);
+
+// cudasim's directory for this executable: <prefix>/lib*/cudacache/cudasim when it runs
+// installed in <prefix>/bin, else `build_dir` (where the build put cudasim).
+std::string cudasim_dir(const std::string& build_dir);
 
 }  // namespace cudacache::replay

@@ -1,0 +1,206 @@
+// cudacache's own policy (policy:cudacache, the default): PyTorch's expandable segments
+// (policy_pytorch_expandable.cpp: ranges, fit, unmapping) with pages moved where memory is
+// needed. This file decides where a range grows, which pages it gets and when pages move.
+//
+// Note [Moving pages]: cudacache's policy keeps PyTorch's ranges and best fit but differs in
+// where pages come from and where a range grows. A page is physical memory that outlives its
+// mapping: whole free pages elsewhere (any stream's range, any pool) can be unmapped and mapped
+// again where memory is needed, with no cuMemRelease/cuMemCreate and no data moved (an unmap and a
+// map: about 27 us published, against 193 us for a create).
+// - While the device has room (a growth leaves kRoomFree32nds/32 of it free), pages are created
+//   20 MiB at a time in the large pool, as PyTorch does, so a growing program makes no more
+//   device calls than PyTorch; pages are moved only when creating would hold more than
+//   kHeldPerMille of the most the program ever had in use, and only pages at least as large
+//   as one that would be created and no larger than what is missing (a move must save a
+//   create, and free memory left behind where a page lands is memory held twice).
+// - Without room, pages are 2 MiB (each can be moved again alone), and every free page that
+//   helps is moved before anything is created. When that is not enough, the out-of-memory
+//   ladder waits for pending frees and unmaps every whole free page as PyTorch does, but
+//   keeps the 2 MiB ones for the request instead of releasing them and creating new ones.
+// - A move synchronizes each stream the pages leave once, not once per page.
+// - A range grows where the fewest new bytes are needed (the largest free block to extend),
+//   not at the lowest address, so that a stretch left by moved pages is not filled with new
+//   pages while free memory waits elsewhere.
+// So memory a program no longer uses goes where it is needed instead of being held, and a
+// steady loop, which finds its blocks free, makes no device call after its first step.
+#include "device_allocator.h"
+
+#include "device_api.h"
+#include "error_report.h"
+#include "size_policy.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+// See Note [Moving pages]. The device has room while a growth leaves at least
+// kRoomFree32nds / 32 of it free (of the per_process_memory_fraction cap, if lower). Large
+// pages made while there is room can later hold free memory that cannot move (a page shared
+// with allocated blocks), so the room ends early: a program filling the device then has at most
+// 5/32 of it in large pages.
+constexpr std::size_t kRoomFree32nds = 27;
+// With room, pages are created while that keeps what is held within 1.08 x the most the
+// program ever used at once (peak active bytes); beyond it they are moved.
+constexpr std::size_t kHeldPerMille = 1080;
+
+// Pages created while the device has room are PyTorch's (20 MiB in the large pool, so that a
+// growing range needs as few device calls as PyTorch's); without room, 2 MiB pages, which
+// can be moved again one by one.
+std::size_t growth_page(PoolKind pool, bool room) {
+  return pool == PoolKind::kLarge && room ? kLargePage : kSmallPage;
+}
+
+}  // namespace
+
+Block* DeviceAllocator::most_free_growth_site(const Request& request) {
+  // The place that needs the fewest new bytes (the largest free block to extend), so that a
+  // stretch left by moved pages is not filled with new pages while free memory waits elsewhere.
+  Block* best = nullptr;
+  std::size_t best_free = 0;
+  request.pool->for_each_unmapped(request.stream, [&](Block* stretch) {
+    Block* candidate = allocatable(stretch->prev) ? stretch->prev : stretch;  // a free tail
+    if (!has_space(candidate, request.size)) return true;
+    const std::size_t free_bytes = candidate->mapped ? candidate->size : 0;
+    if (best == nullptr || free_bytes > best_free) {
+      best = candidate;
+      best_free = free_bytes;
+    }
+    return true;
+  });
+  return best;
+}
+
+bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, AddressRange* mapped,
+                                         bool* complete) {
+  // Room is judged for what a large page would map, so that a small device gets small pages.
+  const bool room = device_has_room(round_up(size, kLargePage));
+  const std::size_t page = growth_page(block->segment->pool, room);
+  const std::size_t need = std::min(block->size, round_up(size, page));
+  std::vector<Page> pages;
+  *complete = take_pages(need, block->size, page, &pages);
+  if (pages.empty()) return false;
+  const cudaError_t error = block->segment->expandable->map_pages(block->address, pages, mapped);
+  if (error != cudaSuccess) {
+    release_pages(*backend_, pages);
+    report::cuda_error("mapping pages", device_, error);
+  }
+  return true;
+}
+
+bool DeviceAllocator::device_has_room(std::size_t bytes) const {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  if (device_api::memory_info(device_, &free_bytes, &total_bytes) != cudaSuccess) return false;
+  const std::size_t limit = std::min(total_bytes, allowed_maximum_);
+  const std::size_t headroom = limit / 32 * kRoomFree32nds;
+  const std::size_t available = std::min(free_bytes, limit - std::min(limit, reserved_total_));
+  return available >= bytes + headroom;
+}
+
+void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
+  // The unmapped bytes the chain from `candidate` needs, its smallest unmapped stretch (no
+  // page may be larger), and the blocks that must not change meanwhile: the chain and its
+  // neighbours (an unmapped page next to them would merge into them).
+  std::size_t need = 0;
+  std::size_t stretch = SIZE_MAX;
+  std::vector<const Block*> keep{candidate->prev};
+  std::size_t bytes = 0;
+  for (const Block* block = candidate; block != nullptr && bytes < size; block = block->next) {
+    if (!block->mapped) {
+      need += std::min(block->size, size - bytes);
+      stretch = std::min(stretch, block->size);
+    }
+    bytes += block->size;
+    keep.push_back(block);
+    keep.push_back(block->next);
+  }
+  if (need == 0) return;
+  const bool room = device_has_room(need);
+  // With room, pages are moved only when creating would hold more than kHeldPerMille allows.
+  const auto active = std::max<std::size_t>(
+      static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
+      peak_active_bytes_);
+  if (room && (reserved_total_ + need) * 1000 <= active * kHeldPerMille) return;
+  const std::size_t page = growth_page(candidate->segment->pool, room);
+  need = std::min(round_up(need, page), stretch);
+  // With room, a move must save a create: only pages at least as large as one are moved.
+  const std::size_t smallest = room ? std::min(page, need) : 0;
+  struct Candidate {
+    Block* block;
+    std::uintptr_t address;
+    std::size_t size;
+  };
+  std::vector<Candidate> candidates;
+  for (BlockPool* pool : {&large_pool_, &small_pool_}) {
+    pool->for_each_free([&](Block* block) {
+      if (std::find(keep.begin(), keep.end(), block) != keep.end()) return;
+      for (const auto& [address, found] :
+           block->segment->expandable->pages_inside(block->address, block->size)) {
+        if (found.size <= stretch && found.size >= smallest) {
+          candidates.push_back({block, address, found.size});
+        }
+      }
+    });
+  }
+  // The largest pages first, none larger than what is left: free memory a page would leave
+  // here is memory held twice (when the device is full, the out-of-memory ladder releases
+  // free pages instead).
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.size > b.size; });
+  std::vector<Candidate> chosen;
+  std::size_t covered = 0;
+  for (const Candidate& found : candidates) {
+    if (covered == need) break;
+    if (found.size > need - covered) continue;
+    covered += found.size;
+    chosen.push_back(found);
+  }
+  // Later pages of a block first: unmapping one keeps the block the part before it.
+  std::sort(chosen.begin(), chosen.end(),
+            [](const Candidate& a, const Candidate& b) { return a.address > b.address; });
+  // One synchronize per stream whose pages move, not one per page.
+  std::vector<cudaStream_t> synchronized;
+  for (const Candidate& move : chosen) {
+    const cudaStream_t stream = move.block->segment->expandable->stream();
+    if (std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end()) continue;
+    if (device_api::synchronize_stream(device_, stream) == cudaSuccess) {
+      synchronized.push_back(stream);
+    }
+  }
+  for (const Candidate& move : chosen) {
+    const cudaStream_t stream = move.block->segment->expandable->stream();
+    const bool done =
+        std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end();
+    unmap_block(move.block, move.address, move.size, &moved_pages_, done);
+  }
+}
+
+bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
+                                 std::vector<Page>* pages) {
+  std::size_t covered = 0;
+  for (auto it = moved_pages_.begin(); it != moved_pages_.end() && covered < need;) {
+    if (covered + it->size > limit) {
+      ++it;
+      continue;
+    }
+    covered += it->size;
+    pages->push_back(*it);
+    it = moved_pages_.erase(it);
+  }
+  if (covered >= need) return true;
+  // The pages left cannot serve here: the device gets them back before pages are created.
+  release_pages(*backend_, moved_pages_);
+  moved_pages_.clear();
+  const cudaError_t error = create_pages(*backend_, need - covered, page_size, pages);
+  if (error == cudaErrorMemoryAllocation) return false;
+  if (error != cudaSuccess) {
+    release_pages(*backend_, *pages);
+    pages->clear();
+    report::cuda_error("cuMemCreate", device_, error);
+  }
+  return true;
+}
+
+}  // namespace cudacache
