@@ -1,7 +1,9 @@
 #include "device_caches.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "log.h"
 #include "mutex.h"
@@ -32,15 +34,28 @@ Slot g_slots[kMaxDevices];
 const Options* g_options CUDACACHE_GUARDED_BY(g_mutex) = nullptr;        // leaked
 std::string* g_disabled_reason CUDACACHE_GUARDED_BY(g_mutex) = nullptr;  // leaked
 
-// Options from CUDACACHE_CONF, parsed once. A bad string turns caching off (every call is
-// forwarded) rather than failing a program that would run without cudacache.
+// Options from CUDACACHE_CONF, parsed once, at the first allocation. A bad string turns
+// caching off (every call is forwarded) rather than failing a program that would run without
+// cudacache, and says so once on stderr, whatever the log level: a user who set
+// CUDACACHE_CONF wants caching. CUDACACHE_CONF=help prints the options and carries on with
+// the defaults.
 const Options* options() CUDACACHE_REQUIRES(g_mutex) {
   if (g_options != nullptr || g_disabled_reason != nullptr) return g_options;
   const char* text = std::getenv("CUDACACHE_CONF");
+  if (text != nullptr && std::strcmp(text, "help") == 0) {
+    const std::string help = Options().describe();
+    std::fprintf(stderr, "cudacache preload: CUDACACHE_CONF=key:value,... takes:\n%s\n",
+                 help.c_str());
+    text = nullptr;
+  }
   try {
     g_options = new Options(text != nullptr ? text : "");
   } catch (const std::exception& e) {
     g_disabled_reason = new std::string(e.what());
+    std::fprintf(stderr,
+                 "cudacache preload: CUDACACHE_CONF rejected, caching is off for this process: "
+                 "%s\n",
+                 e.what());
     logger().error("preload: CUDACACHE_CONF rejected, caching disabled: {}", e.what());
   }
   return g_options;

@@ -17,5 +17,8 @@ if [ ! -e "$libs/libcudart.so.13" ]; then
   exit 127
 fi
 preload="$libs/libcudart.so.13:$libs/libcuda.so.1:$libs/libnvidia-ml.so.1"
-export LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}"
+# After what LD_PRELOAD already holds: a sanitizer runtime must stay first, and cudacache's
+# preload must come before cudasim's runtime to interpose on it (in front, cudasim's
+# cudaMalloc would be the one every call found).
+export LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$preload"
 exec "$@"
