@@ -11,8 +11,8 @@ $sudo_cmd apt-get update -qq
 extra=()
 if [ "${1:-}" = "--clang" ]; then extra=(clang libclang-rt-dev clang-format); fi
 $sudo_cmd apt-get install -y -qq --no-install-recommends \
-  cmake ninja-build g++ python3 python3-pytest \
-  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev "${extra[@]}" >/dev/null
+  cmake ninja-build g++ pkg-config python3 python3-pytest python3-venv \
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev "${extra[@]}" >/dev/null
 if ! [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "install-deps: the CUDA toolkit is missing (expected /usr/local/cuda/bin/nvcc)" >&2
   exit 1

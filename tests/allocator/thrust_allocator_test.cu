@@ -2,8 +2,8 @@
 // thrust::device_vector's storage comes from cudacache and goes back to it. On cudasim, where
 // kernels cannot run, the vector only reserves; on a GPU (tests/gpu runs this test there too)
 // it also fills, sorts and reads back through Thrust's algorithms.
-#include <cudacache/thrust_allocator.hpp>
 #include <cudasim.h>
+#include <cudacache/thrust_allocator.hpp>
 
 #include <thrust/device_vector.h>
 #include <thrust/functional.h>

@@ -246,6 +246,13 @@ class HeaderTest(unittest.TestCase):
         self.assertEqual([(name, C_TYPES[type_.replace(" *", "*")]) for type_, name in fields],
                          list(_library.OomContext._fields_))
 
+    def test_version_is_the_headers_and_the_librarys(self):
+        import cudacache
+        header = (support.REPO / "include/cudacache/cudacache.h").read_text()
+        version = re.search(r'#define CUDACACHE_VERSION_STRING "([^"]+)"', header).group(1)
+        self.assertEqual(cudacache.__version__, version)
+        self.assertEqual(support.library().cdll.cudacache_version().decode(), version)
+
     def test_exported_symbols_exist(self):
         lib = support.library()
         for name in _library.PROTOTYPES:

@@ -129,9 +129,21 @@ def reset_cudacache_torch():
     cudacache_torch._out_of_memory_error_class = None
 
 
+# The allocator configuration variables of PyTorch, which install() reads.
+PYTORCH_CONF_VARIABLES = cudacache_torch.PYTORCH_CONF_VARIABLES
+
+
+def without_pytorch_conf(environ):
+    return {name: value for name, value in environ.items() if name not in PYTORCH_CONF_VARIABLES}
+
+
 class InstallTestCase(support.AllocatorTestCase):
     def setUp(self):
         super().setUp()
+        # This process has allocated already: a PyTorch variable could not be applied here.
+        patcher = mock.patch.dict(os.environ, without_pytorch_conf(os.environ), clear=True)
+        patcher.start()
+        self.addCleanup(patcher.stop)
         self.fake = FakeTorchForInstallTests().inject()
         reset_cudacache_torch()
         self.alloc_fn, self.free_fn = support.pluggable_functions()
@@ -393,9 +405,10 @@ class OutOfMemoryTest(InstallTestCase):
 class ConfigurationAtInstallTest(unittest.TestCase):
     """install(conf=...) needs a process that has allocated nothing yet."""
 
-    def run_with_fake_torch(self, code):
+    def run_with_fake_torch(self, code, **environment):
         support.library()
-        env = dict(os.environ, PYTHONPATH=str(support.PACKAGE_ROOT))
+        env = dict(without_pytorch_conf(os.environ), PYTHONPATH=str(support.PACKAGE_ROOT),
+                   **environment)
         prologue = ("import test_torch_install as t\nfake = t.FakeTorchForInstallTests().inject()\n"
                     "import cudacache, cudacache.torch\n")
         return subprocess.run([sys.executable, "-c", prologue + code], env=env,
@@ -417,6 +430,95 @@ class ConfigurationAtInstallTest(unittest.TestCase):
             "    print('refused', len(fake.registered), cudacache.torch.is_installed())\n")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stdout.split(), ["refused", "0", "False"])
+
+    def test_pytorch_cuda_alloc_conf_is_applied_under_conf_and_cudacache_conf(self):
+        result = self.run_with_fake_torch(
+            "cudacache.torch.install(conf='garbage_collection_threshold:0.5')\n"
+            "print(len(fake.registered), cudacache.memory_stats(0)['max_split_size'])\n"
+            "print(cudacache.config_help())\n",
+            PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:128,garbage_collection_threshold:0.9,"
+                                    "roundup_power2_divisions:4",
+            CUDACACHE_CONF="roundup_power2_divisions:2")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.split()[:2], ["1", str(128 * MiB)])
+        self.assertIn("garbage_collection_threshold = 0.5 ", result.stdout)
+        self.assertIn("roundup_power2_divisions = 2 ", result.stdout)
+
+    def test_pytorch_alloc_conf_is_read_when_the_cuda_variable_is_unset(self):
+        result = self.run_with_fake_torch(
+            "cudacache.torch.install()\n"
+            "print(cudacache.memory_stats(0)['max_split_size'])\n",
+            PYTORCH_ALLOC_CONF="max_split_size_mb:64")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.split(), [str(64 * MiB)])
+
+    def test_bad_pytorch_cuda_alloc_conf_registers_nothing(self):
+        result = self.run_with_fake_torch(
+            "try:\n"
+            "    cudacache.torch.install()\n"
+            "except ValueError as error:\n"
+            "    print('refused', len(fake.registered), cudacache.torch.is_installed())\n"
+            "    print(error)\n",
+            PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:64,frobnicate:3")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.split()[:3], ["refused", "0", "False"])
+        self.assertIn("unknown key 'frobnicate'", result.stdout)
+
+
+class PyTorchAllocConfPlanTest(unittest.TestCase):
+    """plan_pytorch_alloc_conf(): how install() sorts PYTORCH_CUDA_ALLOC_CONF (changes nothing)."""
+
+    def plan(self, value, overrides=None):
+        return cudacache_torch.plan_pytorch_alloc_conf("PYTORCH_CUDA_ALLOC_CONF", value, overrides)
+
+    def test_keys_are_sorted_by_what_cudacache_does_with_them(self):
+        plan = self.plan(" max_split_size_mb : 128, roundup_power2_divisions:[256:1, >:8],"
+                         "backend:native,pinned_use_background_threads:True,"
+                         "max_non_split_rounding_mb:64,max_split_size_mb:256,")
+        self.assertEqual(plan.cudacache_conf(),
+                         "roundup_power2_divisions:[256:1,>:8],max_split_size_mb:256")
+        self.assertEqual(plan.backend, "native")
+        self.assertEqual(plan.host, ["pinned_use_background_threads"])
+        self.assertEqual(list(plan.not_honoured), ["max_non_split_rounding_mb"])
+        [warning] = plan.warnings()
+        self.assertIn("'max_non_split_rounding_mb' is ignored", warning)
+
+    def test_cudacache_settings_take_precedence(self):
+        plan = self.plan("max_split_size_mb:128,expandable_segments:True,"
+                         "garbage_collection_threshold:0.5",
+                         {"max_split_size_mb": ("256", "CUDACACHE_CONF"),
+                          "policy": ("cudacache", "install(conf=...)")})
+        self.assertEqual(plan.cudacache_conf(), "garbage_collection_threshold:0.5")
+        self.assertEqual(plan.overridden, {"max_split_size_mb": "CUDACACHE_CONF"})
+        self.assertEqual(plan.conflicts, {"expandable_segments": "install(conf=...)"})
+        [warning] = plan.warnings()
+        self.assertIn("policy:cudacache", warning)
+        # policy:pytorch is what expandable_segments:True selects anyway.
+        plan = self.plan("expandable_segments:True", {"policy": ("pytorch", "CUDACACHE_CONF")})
+        self.assertEqual(plan.cudacache_conf(), "expandable_segments:True")
+
+    def test_errors_name_the_key(self):
+        for value, expected in (("max_split_size_mb:128,bogus:1", "unknown key 'bogus'"),
+                                ("record_history:10", "'record_history' is a cudacache option"),
+                                ("max_split_size_mb", "malformed entry 'max_split_size_mb'"),
+                                ("backend:other", "unknown backend 'other'")):
+            with self.subTest(value=value):
+                with self.assertRaises(cudacache.ConfigurationError) as caught:
+                    self.plan(value)
+                self.assertIn(expected, str(caught.exception))
+                self.assertIn("PYTORCH_CUDA_ALLOC_CONF", str(caught.exception))
+        with self.assertRaises(cudacache_torch.InstallError) as caught:
+            self.plan("backend:cudaMallocAsync")
+        self.assertIn("cudaMallocAsync", str(caught.exception))
+
+    def test_which_variable(self):
+        self.assertEqual(cudacache_torch.pytorch_alloc_conf({}), (None, None))
+        self.assertEqual(cudacache_torch.pytorch_alloc_conf({"PYTORCH_ALLOC_CONF": "a:1"}),
+                         ("PYTORCH_ALLOC_CONF", "a:1"))
+        self.assertEqual(  # as PyTorch 2.15 for CUDA: the CUDA variable first, even empty
+            cudacache_torch.pytorch_alloc_conf({"PYTORCH_ALLOC_CONF": "a:1",
+                                                "PYTORCH_CUDA_ALLOC_CONF": ""}),
+            ("PYTORCH_CUDA_ALLOC_CONF", ""))
 
 
 if __name__ == "__main__":

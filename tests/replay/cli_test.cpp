@@ -2,19 +2,25 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "device_call_costs.h"
 #include "json_test_reader.h"
 #include "pickle_builder.h"
+#include "replay_allocator.h"
 #include "trace_csv.h"
 
 namespace cudacache::replay {
@@ -37,6 +43,27 @@ ToolRun run_tool(const std::string& arguments, const std::string& environment = 
   while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) run.output.append(buffer, n);
   const int status = pclose(pipe);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+// stdout and stderr apart, for the outputs that `-` sends to stdout.
+struct SplitRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+SplitRun run_tool_split(const std::string& arguments, const std::string& stderr_path) {
+  const std::string command =
+      "'" CUDACACHE_REPLAY_EXE "' " + arguments + " 2>'" + stderr_path + "'";
+  SplitRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) run.out.append(buffer, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.err = read_file_bytes(stderr_path);
   return run;
 }
 
@@ -405,6 +432,194 @@ TEST_F(Cli, RealGpuRefusesCapacityOptions) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("--min-capacity needs the simulated runtime"), std::string::npos)
       << run.output;
+}
+
+// Issue 13: --version, and --help saying how values, stdin and stdout are given.
+TEST_F(Cli, VersionPrintsTheProjectVersion) {
+  const ToolRun run = run_tool("--version");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.output, "cudacache-replay " CUDACACHE_PROJECT_VERSION "\n");
+  const ToolRun help = run_tool("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* text : {"--version", "--opt=VALUE", "a TRACE of - is read from stdin",
+                           "--json - the JSON goes to stdout", "- for stdout"}) {
+    EXPECT_NE(help.output.find(text), std::string::npos) << text << "\n" << help.output;
+  }
+}
+
+// The same run spelt --opt value and --opt=value gives the same figures.
+TEST_F(Cli, EqualsFormGivesTheSameReplay) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun separate =
+      run_tool("--allocators nocache,cub --capacity 3MiB --min-capacity --json " +
+               path("separate.json") + " " + csv);
+  ASSERT_EQ(separate.exit_code, 0) << separate.output;
+  const ToolRun joined = run_tool(
+      "--allocators=nocache,cub --capacity=3MiB --min-capacity --json=" + path("joined.json") +
+      " " + csv);
+  ASSERT_EQ(joined.exit_code, 0) << joined.output;
+  const Json a = JsonReader(read_file_bytes(path("separate.json"))).read();
+  const Json b = JsonReader(read_file_bytes(path("joined.json"))).read();
+  const auto& results_a = a.at("traces").array.at(0).at("results").array;
+  const auto& results_b = b.at("traces").array.at(0).at("results").array;
+  ASSERT_EQ(results_a.size(), 2u);
+  ASSERT_EQ(results_b.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    for (const char* key : {"allocator", "capacity_bytes", "min_capacity_bytes", "oom_event_index",
+                            "peak_reserved_bytes"}) {
+      const Json& x = results_a[i].at(key);
+      const Json& y = results_b[i].at(key);
+      EXPECT_EQ(x.type, y.type) << key;
+      EXPECT_EQ(x.number, y.number) << key;
+      EXPECT_EQ(x.text, y.text) << key;
+    }
+  }
+  EXPECT_EQ(results_b[0].at("capacity_bytes").number, 3 << 20);
+  EXPECT_TRUE(results_b[0].at("oom").boolean);  // nocache needs 3.5 MiB
+  EXPECT_EQ(results_b[1].at("allocator").text, "cub");
+}
+
+TEST_F(Cli, DashReadsTheTraceFromStdin) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run =
+      run_tool("--allocators nocache --json " + path("out.json") + " - < '" + csv + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("== stdin"), std::string::npos) << run.output;
+  const Json trace = JsonReader(read_file_bytes(path("out.json"))).read().at("traces").array.at(0);
+  EXPECT_EQ(trace.at("name").text, "stdin");
+  EXPECT_EQ(trace.at("events").number, 4);
+  EXPECT_EQ(trace.at("peak_requested_bytes").number, 3670016);
+  // Errors in it name <stdin> and the line.
+  const std::string bad = write("bad.csv", "op,id,size,stream\nalloc,0,5,0\nfree,0,6,0\n");
+  const ToolRun malformed = run_tool("--allocators nocache - < '" + bad + "'");
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.output.find("<stdin>:3: free of id 0 with size 6"), std::string::npos)
+      << malformed.output;
+  // A pickle on stdin is told by its first byte too.
+  const std::string snapshot =
+      write("snap.pickle", testing::make_snapshot_pickle({{"alloc", 0x1000, 1000}}, {}));
+  const ToolRun pickle =
+      run_tool("--allocators nocache --json " + path("p.json") + " - < '" + snapshot + "'");
+  ASSERT_EQ(pickle.exit_code, 0) << pickle.output;
+  EXPECT_EQ(first_result(path("p.json")).at("peak_allocated_bytes").number, 1000);
+}
+
+TEST_F(Cli, JsonDashGoesToStdoutAndTheTablesToStderr) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const SplitRun run = run_tool_split("--allocators nocache --json - " + csv, path("err.txt"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const Json root = JsonReader(run.out).read();  // stdout is the JSON and nothing else
+  EXPECT_EQ(root.at("traces").array.at(0).at("name").text, "small");
+  EXPECT_NE(run.err.find("== small"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists("-"));
+}
+
+TEST_F(Cli, ConvertReadsStdinAndWritesStdout) {
+  const std::string snapshot =
+      write("snap.pickle",
+            testing::make_snapshot_pickle(
+                {{"alloc", 0x1000, 1000}, {"free_completed", 0x1000, 1000}, {"alloc", 0x2000, 300}},
+                {{0x2000, 0, {{0x2000, 300}, {0x9000, 77}}}}));
+  const SplitRun run = run_tool_split("--convert - -o - < '" + snapshot + "'", path("err.txt"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "op,id,size,stream\nalloc,0,77,0\nalloc,1,1000,0\nfree,1,1000,0\nalloc,2,300,0\n");
+  EXPECT_NE(run.err.find("converted <stdin> -> <stdout>: 4 rows"), std::string::npos) << run.err;
+}
+
+TEST_F(Cli, DirectoryIsAClearError) {
+  std::filesystem::create_directories(path("traces.d"));
+  const ToolRun run = run_tool("--allocators nocache " + path("traces.d"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(path("traces.d") + ": is a directory"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("empty file"), std::string::npos) << run.output;
+  const ToolRun convert = run_tool("--convert " + path("traces.d") + " -o " + path("out.csv"));
+  EXPECT_EQ(convert.exit_code, 2);
+  EXPECT_NE(convert.output.find(path("traces.d") + ": is a directory"), std::string::npos)
+      << convert.output;
+}
+
+TEST_F(Cli, GzipIsAClearError) {
+  // printf 'op,id,size,stream\n' | gzip -n: a CSV header, compressed.
+  const std::string gz = write(
+      "small.csv.gz",
+      std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xcb\x2f\xd0\xc9\x4c\xd1\x29\xce\xac"
+                  "\x4a\xd5\x29\x2e\x29\x4a\x4d\xcc\xe5\x02\x00\x05\x54\xbe\xb0\x12\x00\x00\x00",
+                  38));
+  const ToolRun run = run_tool("--allocators nocache " + gz);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(gz + ": gzip-compressed"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("gunzip -k " + gz), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("bad header"), std::string::npos) << run.output;
+  const ToolRun piped = run_tool("--allocators nocache - < '" + gz + "'");
+  EXPECT_EQ(piped.exit_code, 2);
+  EXPECT_NE(piped.output.find("<stdin>: gzip-compressed"), std::string::npos) << piped.output;
+}
+
+// The "context" block: what produced the figures, as in Google Benchmark's JSON.
+TEST_F(Cli, JsonContextDescribesTheRun) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  std::string allocators = "nocache,cub";
+  if (cudacache_adapter_built()) allocators += ",cudacache:max_split_size_mb:128,pytorch";
+  const std::time_t before = std::time(nullptr);
+  const ToolRun run = run_tool("--allocators " + allocators + " --capacity-factor 2 --json " +
+                               path("out.json") + " " + csv);
+  const std::time_t after = std::time(nullptr);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Json root = JsonReader(read_file_bytes(path("out.json"))).read();
+  std::set<std::string> root_keys;
+  for (const auto& [key, value] : root.object) root_keys.insert(key);
+  EXPECT_EQ(root_keys, (std::set<std::string>{"context", "traces"}));
+  const Json& context = root.at("context");
+  std::set<std::string> keys;
+  for (const auto& [key, value] : context.object) keys.insert(key);
+  EXPECT_EQ(keys, (std::set<std::string>{"tool", "version", "date", "host_name", "num_cpus",
+                                         "cuda_runtime", "inputs", "allocators", "capacity_bytes",
+                                         "capacity_factor", "min_capacity"}));
+  EXPECT_EQ(context.at("tool").text, "cudacache-replay");
+  EXPECT_EQ(context.at("version").text, CUDACACHE_PROJECT_VERSION);
+  // ISO 8601 in UTC, between the start and the end of the run.
+  const std::string& date = context.at("date").text;
+  std::tm parsed{};
+  ASSERT_NE(strptime(date.c_str(), "%Y-%m-%dT%H:%M:%SZ", &parsed), nullptr) << date;
+  EXPECT_EQ(date.size(), 20u) << date;
+  const std::time_t when = timegm(&parsed);
+  EXPECT_GE(when, before - 1) << date;
+  EXPECT_LE(when, after + 1) << date;
+  char host[256] = "";
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(context.at("host_name").text, host);
+  EXPECT_GE(context.at("num_cpus").number, 1);
+  EXPECT_EQ(context.at("num_cpus").number, std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(context.at("cuda_runtime").text, "cudasim");
+  ASSERT_EQ(context.at("inputs").array.size(), 1u);
+  EXPECT_EQ(context.at("inputs").array[0].text, csv);
+  EXPECT_EQ(context.at("capacity_bytes").type, Json::Type::kNull);
+  EXPECT_EQ(context.at("capacity_factor").number, 2);
+  EXPECT_FALSE(context.at("min_capacity").boolean);
+  const auto& configs = context.at("allocators").array;
+  ASSERT_EQ(configs.size(), cudacache_adapter_built() ? 4u : 2u);
+  EXPECT_EQ(configs[0].at("name").text, "nocache");
+  EXPECT_EQ(configs[0].at("kind").text, "nocache");
+  EXPECT_EQ(configs[0].at("config").text, "");
+  EXPECT_EQ(configs[1].at("name").text, "cub");
+  EXPECT_EQ(configs[1].at("config").text,
+            "bin_growth:8,min_bin:3,max_bin:7,max_cached_bytes:unlimited");
+  if (cudacache_adapter_built()) {
+    // cudacache's effective options, every one of them, as a CUDACACHE_CONF string.
+    const std::string& custom = configs[2].at("config").text;
+    EXPECT_EQ(configs[2].at("name").text, "cudacache:max_split_size_mb:128");
+    EXPECT_EQ(configs[2].at("kind").text, "cudacache");
+    EXPECT_TRUE(custom.starts_with("policy:cudacache,")) << custom;
+    EXPECT_NE(custom.find("max_split_size_mb:128,"), std::string::npos) << custom;
+    EXPECT_NE(custom.find("expandable_segments:False"), std::string::npos) << custom;
+    const std::string& pytorch = configs[3].at("config").text;
+    EXPECT_EQ(configs[3].at("kind").text, "cudacache");
+    EXPECT_TRUE(pytorch.starts_with("policy:pytorch,max_split_size_mb:unlimited")) << pytorch;
+  }
+  // The traces beside it are unchanged.
+  EXPECT_EQ(root.at("traces").array.at(0).at("name").text, "small");
 }
 
 }  // namespace

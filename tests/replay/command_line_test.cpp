@@ -89,5 +89,100 @@ TEST(CommandLine, EverythingAfterDoubleDashIsATrace) {
   EXPECT_EQ(line.traces, std::vector<std::string>{"--weird-name.csv"});
 }
 
+// The message of the UsageError that parsing `args` throws ("" when it throws none).
+std::string usage_error(std::vector<const char*> args) {
+  try {
+    parse(std::move(args));
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// Issue 13: every option that takes a value takes it as --opt=value too, with the same result.
+TEST(CommandLine, EqualsFormMeansTheSameAsASeparateValue) {
+  const std::vector<std::pair<std::string, std::string>> options{
+      {"--allocators", "cub,nocache"},       {"--capacity", "3MiB"}, {"--json", "out.json"},
+      {"--synthetic", "layers:2,hidden:64"}, {"--device", "3"},
+  };
+  std::vector<std::string> separate_args;
+  std::vector<std::string> joined_args;
+  for (const auto& [option, value] : options) {
+    separate_args.insert(separate_args.end(), {option, value});
+    joined_args.push_back(option + "=" + value);
+  }
+  auto parse_strings = [](const std::vector<std::string>& strings) {
+    std::vector<const char*> args;
+    for (const std::string& text : strings) args.push_back(text.c_str());
+    return parse(args);
+  };
+  const CommandLine separate = parse_strings(separate_args);
+  const CommandLine joined = parse_strings(joined_args);
+  EXPECT_EQ(joined.allocators, (std::vector<std::string>{"cub", "nocache"}));
+  EXPECT_EQ(joined.allocators, separate.allocators);
+  EXPECT_EQ(joined.capacity_bytes, std::optional<std::uint64_t>(3u << 20));
+  EXPECT_EQ(joined.capacity_bytes, separate.capacity_bytes);
+  EXPECT_EQ(joined.json_path, std::optional<std::string>("out.json"));
+  EXPECT_EQ(joined.json_path, separate.json_path);
+  EXPECT_EQ(joined.synthetic_spec, std::optional<std::string>("layers:2,hidden:64"));
+  EXPECT_EQ(joined.synthetic_spec, separate.synthetic_spec);
+  EXPECT_EQ(joined.device, 3);
+  EXPECT_EQ(joined.device, separate.device);
+
+  EXPECT_DOUBLE_EQ(*parse({"--capacity-factor=1.5"}).capacity_factor, 1.5);
+  const CommandLine convert = parse({"--convert=s.pickle", "--output=s.csv"});
+  EXPECT_EQ(convert.convert_path, "s.pickle");
+  EXPECT_EQ(convert.output_path, "s.csv");
+  EXPECT_EQ(parse({"--convert=s.pickle", "-o", "s.csv"}).output_path, "s.csv");
+  // A value given twice: the last one counts, as before.
+  EXPECT_EQ(parse({"--json", "a.json", "--json=b.json"}).json_path, "b.json");
+  // The tool's own checks still apply to the = form.
+  EXPECT_NE(usage_error({"--capacity=12XB"}).find("invalid size suffix"), std::string::npos);
+  EXPECT_NE(usage_error({"--device=x"}).find("--device needs a device number"), std::string::npos);
+}
+
+TEST(CommandLine, MissingValuesAndUnknownOptionsAreNamed) {
+  EXPECT_NE(usage_error({"--json"}).find("option --json needs a value"), std::string::npos)
+      << usage_error({"--json"});
+  EXPECT_NE(usage_error({"--json="}).find("option --json needs a value"), std::string::npos)
+      << usage_error({"--json="});
+  EXPECT_NE(usage_error({"--capacity"}).find("option --capacity needs a value"), std::string::npos);
+  EXPECT_EQ(usage_error({"--bogus"}), "unknown option '--bogus'");
+  EXPECT_EQ(usage_error({"--bogus=3", "t.csv"}), "unknown option '--bogus'");
+  EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
+  // After --, an option-like word is a trace, not an unknown option.
+  EXPECT_EQ(usage_error({"--", "--bogus"}), "");
+}
+
+TEST(CommandLine, VersionAndHelpAreFlags) {
+  EXPECT_TRUE(parse({"--version"}).version);
+  EXPECT_FALSE(parse({}).version);
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_TRUE(parse({"-h"}).help);
+  // Asking for the version or help is not spoilt by the rest of the line.
+  EXPECT_TRUE(parse({"--version", "--convert", "x.pickle"}).version);
+  EXPECT_EQ(version_text(), "cudacache-replay " CUDACACHE_PROJECT_VERSION "\n");
+  EXPECT_EQ(tool_version(), CUDACACHE_PROJECT_VERSION);
+  const std::string usage = usage_text();
+  EXPECT_NE(usage.find("--version"), std::string::npos);
+  EXPECT_NE(usage.find("--opt=VALUE"), std::string::npos);
+}
+
+// "-" is stdin as a TRACE (once: stdin cannot be read twice) and stdout for --json and -o.
+TEST(CommandLine, DashIsStdinOrStdout) {
+  EXPECT_EQ(parse({"-"}).traces, std::vector<std::string>{"-"});
+  EXPECT_EQ(parse({"a.csv", "-", "b.csv"}).traces,
+            (std::vector<std::string>{"a.csv", "-", "b.csv"}));
+  EXPECT_NE(usage_error({"-", "a.csv", "-"}).find("only once"), std::string::npos);
+  const CommandLine json = parse({"--json", "-", "t.csv"});
+  EXPECT_EQ(json.json_path, "-");
+  EXPECT_EQ(json.traces, std::vector<std::string>{"t.csv"});
+  EXPECT_EQ(parse({"--json=-"}).json_path, "-");
+  const CommandLine convert = parse({"--convert", "-", "-o", "-"});
+  EXPECT_EQ(convert.convert_path, "-");
+  EXPECT_EQ(convert.output_path, "-");
+  EXPECT_TRUE(convert.traces.empty());
+}
+
 }  // namespace
 }  // namespace cudacache::replay

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "device_call_costs.h"
@@ -140,6 +141,65 @@ TEST(Report, TableShowsDeviceCallsWhereCounted) {
   std::ostringstream plain;
   print_table(uncounted, plain);
   EXPECT_EQ(plain.str().find("device calls by kind"), std::string::npos) << plain.str();
+}
+
+// Issue 13: a "context" block like Google Benchmark's, beside the unchanged "traces".
+TEST(Report, JsonContextComesBesideTheTraces) {
+  RunContext context;
+  context.version = "9.8.7";
+  context.date = "2025-01-31T12:34:56Z";
+  context.host_name = "host\"1";
+  context.num_cpus = 16;
+  context.cuda_runtime = "cudasim";
+  context.inputs = {"a.csv", "-"};
+  context.allocators = {{"cub", "cub", "bin_growth:8"}, {"nocache", "nocache", ""}};
+  context.capacity_factor = 1.02;
+  context.min_capacity = true;
+  std::ostringstream out;
+  write_json(context, {sample_report()}, out);
+  const Json root = JsonReader(out.str()).read();
+  std::set<std::string> root_keys;
+  for (const auto& [key, value] : root.object) root_keys.insert(key);
+  EXPECT_EQ(root_keys, (std::set<std::string>{"context", "traces"}));
+  const Json& c = root.at("context");
+  EXPECT_EQ(c.at("tool").text, "cudacache-replay");
+  EXPECT_EQ(c.at("version").text, "9.8.7");
+  EXPECT_EQ(c.at("date").text, "2025-01-31T12:34:56Z");
+  EXPECT_EQ(c.at("host_name").text, "host\"1");
+  EXPECT_EQ(c.at("num_cpus").number, 16);
+  EXPECT_EQ(c.at("cuda_runtime").text, "cudasim");
+  ASSERT_EQ(c.at("inputs").array.size(), 2u);
+  EXPECT_EQ(c.at("inputs").array[1].text, "-");
+  const auto& allocators = c.at("allocators").array;
+  ASSERT_EQ(allocators.size(), 2u);
+  EXPECT_EQ(allocators[0].at("name").text, "cub");
+  EXPECT_EQ(allocators[0].at("kind").text, "cub");
+  EXPECT_EQ(allocators[0].at("config").text, "bin_growth:8");
+  EXPECT_EQ(allocators[1].at("config").text, "");
+  EXPECT_EQ(c.at("capacity_bytes").type, Json::Type::kNull);
+  EXPECT_DOUBLE_EQ(c.at("capacity_factor").number, 1.02);
+  EXPECT_TRUE(c.at("min_capacity").boolean);
+  // The traces are what write_json without a context writes.
+  std::ostringstream plain;
+  write_json({sample_report()}, plain);
+  const Json without = JsonReader(plain.str()).read();
+  EXPECT_FALSE(without.has("context"));
+  EXPECT_EQ(root.at("traces").array[0].at("results").array.size(),
+            without.at("traces").array[0].at("results").array.size());
+  EXPECT_NE(out.str().find(plain.str().substr(plain.str().find("\"traces\": ["))),
+            std::string::npos)
+      << out.str();
+}
+
+TEST(Report, HostContextIsFilledIn) {
+  RunContext context;
+  fill_host_context(context);
+  EXPECT_GE(context.num_cpus, 1u);
+  EXPECT_FALSE(context.host_name.empty());
+  ASSERT_EQ(context.date.size(), 20u) << context.date;  // 2025-01-31T12:34:56Z
+  for (std::size_t i : {4u, 7u}) EXPECT_EQ(context.date[i], '-') << context.date;
+  EXPECT_EQ(context.date[10], 'T');
+  EXPECT_EQ(context.date[19], 'Z');
 }
 
 TEST(Report, FormatsBytes) {

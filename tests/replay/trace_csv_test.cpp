@@ -1,6 +1,7 @@
 #include "trace_csv.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,60 @@ TEST(TraceCsv, FileIsNamedAfterItsStem) {
   std::ofstream(path) << "op,id,size,stream\nalloc,0,5,0\n";
   EXPECT_EQ(read_trace_csv(path.string()).name, "replay_test_named_trace");
   std::filesystem::remove(path);
+}
+
+// The TraceError message of read_trace_bytes(path) ("" when it throws none).
+std::string read_error(const std::string& path) {
+  try {
+    read_trace_bytes(path);
+  } catch (const TraceError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// Issue 13: a directory read as a file used to come back empty ("empty file").
+TEST(TraceCsv, DirectoryIsNamedAsOne) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("replay_test_trace_dir_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(read_error(dir.string()), dir.string() + ": is a directory (expected a file)");
+  try {
+    read_trace_csv(dir.string());
+    ADD_FAILURE() << "no error for a directory";
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find(": is a directory"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(read_file_bytes(dir.string()), TraceError);
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 13: a gzipped CSV used to fail as a garbled header.
+TEST(TraceCsv, GzipIsRefusedWithHowToDecompress) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("replay_test_gzip_" + std::to_string(::getpid()) + ".csv.gz");
+  // A gzip member header (magic 1f 8b, deflate, no flags, Unix) and the start of its data.
+  std::ofstream(path, std::ios::binary)
+      << std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xcb\x2f\xd0\xc9", 14);
+  const std::string message = read_error(path.string());
+  EXPECT_NE(message.find(path.string() + ": gzip-compressed"), std::string::npos) << message;
+  EXPECT_NE(message.find("gunzip -k " + path.string()), std::string::npos) << message;
+  EXPECT_EQ(message.find("bad header"), std::string::npos) << message;
+  std::filesystem::remove(path);
+  // A file starting with only one of the two magic bytes is not taken for gzip.
+  const auto plain = std::filesystem::temp_directory_path() /
+                     ("replay_test_not_gzip_" + std::to_string(::getpid()) + ".csv");
+  std::ofstream(plain, std::ios::binary) << "\x1f"
+                                         << "op,id,size,stream\n";
+  EXPECT_EQ(read_error(plain.string()), "");
+  std::filesystem::remove(plain);
+}
+
+TEST(TraceCsv, DashNamesStdin) {
+  EXPECT_EQ(input_display_name("-"), "<stdin>");
+  EXPECT_EQ(input_display_name("a/b.csv"), "a/b.csv");
+  EXPECT_EQ(trace_name_from_path("-"), "stdin");
 }
 
 }  // namespace

@@ -199,5 +199,142 @@ class CudacacheInstalledInPyTorch(unittest.TestCase):
         self.assertIsInstance(r["trace_text"], str)  # rendered (empty while no history)
 
 
+# install() with PYTORCH_CUDA_ALLOC_CONF (issue 13): reports what the scenario's install() did,
+# the cudacache warnings it raised, cudacache's effective options and max_split_size.
+INSTALL_WITH_SETTINGS = """
+import warnings
+import cudacache, cudacache.torch
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        cudacache.torch.install()
+        error = None
+    except Exception as e:
+        error = [type(e).__name__, isinstance(e, ValueError), str(e)]
+options = {line.split(" = ")[0].strip(): line.split(" = ")[1].split(" (default")[0]
+           for line in cudacache.config_help().splitlines() if " = " in line}
+result = {"error": error, "installed": cudacache.torch.is_installed(),
+          "patched": cudacache.torch.patched_functions(),
+          "cuda_initialized": torch.cuda.is_initialized(), "options": options,
+          "warnings": [str(w.message) for w in caught if "cudacache" in str(w.message)]}
+if error is None:
+    x = torch.empty(3 * 2**20, dtype=torch.uint8, device="cuda")
+    result["max_split_size"] = torch.cuda.memory_stats()["max_split_size"]
+"""
+
+
+def install_with_settings(then="", **kwargs):
+    return run_scenario(INSTALL_WITH_SETTINGS + textwrap.dedent(then) + "report(result)\n",
+                        **kwargs)
+
+
+class PyTorchSettingsAtInstall(unittest.TestCase):
+    def test_max_split_size_from_pytorch_cuda_alloc_conf(self):
+        r = install_with_settings(alloc_conf="max_split_size_mb:128")
+        self.assertIsNone(r["error"])
+        self.assertEqual(r["max_split_size"], 128 * MiB)  # -1 when the variable is ignored
+        self.assertEqual(r["options"]["max_split_size_mb"], "128")
+        self.assertEqual(r["warnings"], [])
+
+    def test_passed_keys_keep_pytorchs_meaning(self):
+        # Whitespace as PyTorch's tokenizer drops it; expandable_segments:True selects PyTorch's
+        # expandable segments (policy:pytorch), which cudasim maps on its VMM.
+        r = install_with_settings(
+            alloc_conf="expandable_segments:True, roundup_power2_divisions:[256:1,512:2,>:8],"
+                       "garbage_collection_threshold:0.6,per_process_memory_fraction:0.5")
+        self.assertIsNone(r["error"])
+        self.assertEqual(r["options"]["policy"], "pytorch")
+        self.assertEqual(r["options"]["expandable_segments"], "True")
+        self.assertEqual(r["options"]["garbage_collection_threshold"], "0.6")
+        self.assertEqual(r["options"]["per_process_memory_fraction"], "0.5")
+        self.assertIn("512:2,1024:8", r["options"]["roundup_power2_divisions"])
+        self.assertEqual(r["max_split_size"], -1)
+        self.assertEqual(r["warnings"], [])
+
+    def test_cudacache_conf_wins_over_pytorch_cuda_alloc_conf(self):
+        r = install_with_settings(alloc_conf="max_split_size_mb:128",
+                                  extra={"CUDACACHE_CONF": "max_split_size_mb:256"})
+        self.assertIsNone(r["error"])
+        self.assertEqual(r["max_split_size"], 256 * MiB)
+        self.assertEqual(r["warnings"], [])
+        # A policy:cudacache there wins over PyTorch's expandable segments, with a warning
+        # (the two cannot be combined).
+        r = install_with_settings(alloc_conf="expandable_segments:True,max_split_size_mb:128",
+                                  extra={"CUDACACHE_CONF": "policy:cudacache"})
+        self.assertIsNone(r["error"])
+        self.assertEqual(r["options"]["policy"], "cudacache")
+        self.assertEqual(r["options"]["expandable_segments"], "False")
+        self.assertEqual(r["max_split_size"], 128 * MiB)
+        self.assertEqual(len(r["warnings"]), 1)
+        self.assertIn("'expandable_segments' is ignored", r["warnings"][0])
+        self.assertIn("CUDACACHE_CONF", r["warnings"][0])
+
+    def test_unknown_key_is_an_error_and_nothing_is_installed(self):
+        r = install_with_settings(alloc_conf="max_split_size_mb:128,no_such_key:1")
+        self.assertIsNotNone(r["error"])
+        name, is_value_error, message = r["error"]
+        self.assertTrue(is_value_error, r["error"])
+        self.assertIn("unknown key 'no_such_key'", message)
+        self.assertIn("PYTORCH_CUDA_ALLOC_CONF", message)
+        self.assertFalse(r["installed"])
+        self.assertEqual(r["patched"], [])
+        self.assertFalse(r["cuda_initialized"])
+        self.assertEqual(r["options"]["max_split_size_mb"], "unlimited")  # nothing applied
+        # A cudacache option there is refused too: PyTorch rejects it in its variable.
+        r = install_with_settings(alloc_conf="policy:pytorch")
+        self.assertIn("'policy' is a cudacache option", r["error"][2])
+        self.assertFalse(r["installed"])
+
+    def test_pytorch_key_cudacache_cannot_honour_warns(self):
+        r = install_with_settings(
+            alloc_conf="release_lock_on_cudamalloc:True,max_split_size_mb:128,"
+                       "pinned_use_background_threads:True")
+        self.assertIsNone(r["error"])
+        self.assertTrue(r["installed"])
+        self.assertEqual(r["max_split_size"], 128 * MiB)
+        # The pinned host memory key stays PyTorch's (its host allocator applies it): no word.
+        self.assertEqual(len(r["warnings"]), 1, r["warnings"])
+        self.assertIn("'release_lock_on_cudamalloc' is ignored", r["warnings"][0])
+
+    def test_backend(self):
+        # native is PyTorch's default: fine, and pinned memory (whose first use makes PyTorch
+        # parse its variable) still works after the swap.
+        r = install_with_settings(alloc_conf="backend:native", then="""
+            result["pinned"] = torch.empty(1000).pin_memory().is_pinned()
+            """)
+        self.assertIsNone(r["error"])
+        self.assertTrue(r["pinned"])
+        self.assertEqual(r["warnings"], [])
+        r = install_with_settings(alloc_conf="backend:cudaMallocAsync")
+        self.assertEqual(r["error"][0], "InstallError")
+        self.assertIn("backend:cudaMallocAsync", r["error"][2])
+        self.assertFalse(r["installed"])
+
+    def test_record_memory_history_warns_that_stacks_are_not_recorded(self):
+        r = run_installed("""
+            import warnings
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.memory._record_memory_history(context=None, max_entries=100)
+                quiet = len(caught)
+                torch.cuda.memory._record_memory_history(stacks="python", max_entries=100)
+                x = torch.empty(1000, device="cuda")
+                torch.cuda.memory._record_memory_history(stacks="all", max_entries=100)
+                y = torch.empty(1000, device="cuda")
+            trace = torch.cuda.memory._snapshot()["device_traces"][0]
+            report({"quiet": quiet,
+                    "warnings": [str(w.message) for w in caught
+                                 if "cudacache" in str(w.message)],
+                    "actions": [e["action"] for e in trace],
+                    "frames": [e["frames"] for e in trace]})
+            """)
+        self.assertEqual(r["quiet"], 0)
+        self.assertEqual(len(r["warnings"]), 1, r["warnings"])  # once
+        self.assertIn("stacks='python'", r["warnings"][0])
+        self.assertIn("does not record stack traces", r["warnings"][0])
+        self.assertIn("alloc", r["actions"])  # the history itself is recorded
+        self.assertTrue(all(frames == [] for frames in r["frames"]))
+
+
 if __name__ == "__main__":
     torchsim.main()

@@ -53,7 +53,10 @@ def cudasim_environment(capacity="8GiB", devices=1, alloc_conf=None, extra=None)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if alloc_conf is not None:
         env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-    python_path = [str(REPO / "tools" / "python"), str(pathlib.Path(__file__).parent)]
+    # TORCHSIM_INSTALLED=1 (tests/wheel): the cudacache package pip installed, not the tree's.
+    python_path = [str(pathlib.Path(__file__).parent)]
+    if not env.get("TORCHSIM_INSTALLED"):
+        python_path.insert(0, str(REPO / "tools" / "python"))
     if env.get("PYTHONPATH"):
         python_path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = ":".join(python_path)

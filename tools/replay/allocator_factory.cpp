@@ -73,6 +73,29 @@ void validate_allocator_name(const std::string& name) {
 #endif
 }
 
+std::string allocator_kind(const std::string& name) {
+  if (name == "nocache" || name == "cub") return name;
+  if (is_torch_allocator(name)) return "torch";
+  if (!is_cudacache_name(name)) unknown_allocator(name);
+  return "cudacache";
+}
+
+std::string allocator_config_string(const std::string& name) {
+  if (name == "nocache") return "";
+  if (name == "cub") return cub_config_string();
+  if (name == "torch-native") return "";
+  if (name == "torch-expandable") return "expandable_segments:True";
+  if (!is_cudacache_name(name)) unknown_allocator(name);
+#if CUDACACHE_REPLAY_WITH_CUDACACHE
+  if (name == "cudacache") return cudacache_config_string("");
+  if (name == "pytorch") return cudacache_config_string(kPyTorchNativeConfig);
+  if (name == "pytorch-expandable") return cudacache_config_string(kPyTorchExpandableConfig);
+  return cudacache_config_string(name.substr(kCudacachePrefix.size()));
+#else
+  cudacache_not_built(name);
+#endif
+}
+
 std::unique_ptr<ReplayAllocator> make_replay_allocator(const std::string& name) {
   if (name == "nocache") return make_nocache_allocator();
   if (name == "cub") return make_cub_allocator();

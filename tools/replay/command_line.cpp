@@ -1,5 +1,7 @@
 #include "command_line.h"
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -85,8 +87,11 @@ std::string usage_text() {
       "Replays allocation traces through several allocators on the simulated CUDA runtime\n"
       "(cudasim) and prints, per trace, one table comparing them. A TRACE is a replay CSV\n"
       "(op,id,size,stream) or a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot),\n"
-      "recognised by its first byte. Without a TRACE it replays a synthetic transformer\n"
-      "training workload.\n"
+      "recognised by its first byte; a TRACE of - is read from stdin. Without a TRACE it\n"
+      "replays a synthetic transformer training workload.\n"
+      "\n"
+      "Options take their value as --opt VALUE or --opt=VALUE; -- ends the options. FILE\n"
+      "outputs take - for stdout.\n"
       "\n"
       "options:\n"
       "  --allocators LIST   comma-separated allocators to compare (default: ";
@@ -102,16 +107,19 @@ std::string usage_text() {
       "                      to 2 MiB, e.g. 1.02 to compare allocators under pressure\n"
       "  --min-capacity      also find, per allocator, the smallest device (2 MiB steps) on\n"
       "                      which the whole trace completes, by bisection\n"
-      "  --json FILE         write every figure as JSON\n"
+      "  --json FILE         write every figure as JSON, with a \"context\" block (tool,\n"
+      "                      version, date, host, inputs, each allocator's configuration);\n"
+      "                      with --json - the JSON goes to stdout and the tables to stderr\n"
       "  --synthetic SPEC    add the synthetic workload, shaped by SPEC, e.g.\n"
       "                      layers:12,hidden:768,heads:12,seq:512,batch:8,vocab:32000,steps:3\n"
-      "  --convert SNAPSHOT  convert a snapshot pickle to a replay CSV (with -o OUT.csv)\n"
-      "  -o, --output FILE   output of --convert\n"
+      "  --convert SNAPSHOT  convert a snapshot pickle (- for stdin) to a replay CSV (with -o)\n"
+      "  -o, --output FILE   output of --convert (- for stdout)\n"
       "  --device N          which device of a snapshot to read (default 0)\n"
       "  --real-gpu          do not switch to cudasim; replay on the CUDA runtime found by the\n"
       "                      loader (--capacity and --min-capacity then refuse)\n"
       "  --print-config      print cudacache's options (effective value under\n"
       "                      $CUDACACHE_CONF, default, documentation) and exit\n"
+      "  --version           print \"cudacache-replay VERSION\" and exit\n"
       "  -h, --help          this text\n"
       "\n"
       "allocators:\n";
@@ -132,68 +140,100 @@ std::string usage_text() {
   return text;
 }
 
+std::string tool_version() { return CUDACACHE_REPLAY_VERSION; }
+
+std::string version_text() { return "cudacache-replay " + tool_version() + "\n"; }
+
 CommandLine parse_command_line(int argc, const char* const* argv) {
+  // Every value is taken as text and checked below, so that the messages stay the tool's own
+  // ("invalid size suffix ...") whatever CLI11 would say.
+  std::optional<std::string> allocators;
+  std::optional<std::string> capacity;
+  std::optional<std::string> capacity_factor;
+  std::optional<std::string> device;
   CommandLine line;
-  auto value_of = [&](int& i, const std::string& option) -> std::string {
-    if (i + 1 >= argc) throw UsageError("option " + option + " needs a value");
-    return argv[++i];
-  };
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg.empty() || arg[0] != '-' || arg == "-") {
-      line.traces.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg == "-h" || arg == "--help") {
-      line.help = true;
-    } else if (arg == "--allocators") {
-      line.allocators = split_allocator_list(value_of(i, arg));
-      for (const std::string& name : line.allocators) {
-        try {
-          validate_allocator_name(name);
-        } catch (const std::invalid_argument& error) {
-          throw UsageError(error.what());
-        }
-      }
-    } else if (arg == "--capacity") {
-      line.capacity_bytes = parse_byte_size(value_of(i, arg));
-      if (*line.capacity_bytes == 0) throw UsageError("--capacity must be above 0");
-    } else if (arg == "--capacity-factor") {
-      const std::string text = value_of(i, arg);
-      double factor = 0.0;
-      auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), factor);
-      if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(factor) ||
-          factor <= 0.0 || factor > 1e6) {
-        throw UsageError(
-            "--capacity-factor needs a number above 0 and at most 1000000 (e.g. "
-            "1.02), got '" +
-            text + "'");
-      }
-      line.capacity_factor = factor;
-    } else if (arg == "--min-capacity") {
-      line.min_capacity = true;
-    } else if (arg == "--json") {
-      line.json_path = value_of(i, arg);
-    } else if (arg == "--synthetic") {
-      line.synthetic_spec = value_of(i, arg);
-    } else if (arg == "--convert") {
-      line.convert_path = value_of(i, arg);
-    } else if (arg == "-o" || arg == "--output") {
-      line.output_path = value_of(i, arg);
-    } else if (arg == "--device") {
-      const std::string text = value_of(i, arg);
-      auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), line.device);
-      if (error != std::errc() || end != text.data() + text.size() || line.device < 0) {
-        throw UsageError("--device needs a device number, got '" + text + "'");
-      }
-    } else if (arg == "--real-gpu") {
-      line.real_gpu = true;
-    } else if (arg == "--print-config") {
-      line.print_config = true;
-    } else {
-      throw UsageError("unknown option '" + arg + "'");
+
+  CLI::App app("cudacache-replay", "cudacache-replay");
+  app.set_help_flag();  // -h/--help sets line.help; main prints usage_text()
+  app.allow_extras();   // unknown options are reported below, in the tool's words
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("-h,--help", line.help);
+  app.add_flag("--version", line.version);
+  app.add_option("--allocators", allocators);
+  app.add_option("--capacity", capacity);
+  app.add_option("--capacity-factor", capacity_factor);
+  app.add_flag("--min-capacity", line.min_capacity);
+  app.add_option("--json", line.json_path);
+  app.add_option("--synthetic", line.synthetic_spec);
+  app.add_option("--convert", line.convert_path);
+  app.add_option("-o,--output", line.output_path);
+  app.add_option("--device", device);
+  app.add_flag("--real-gpu", line.real_gpu);
+  app.add_flag("--print-config", line.print_config);
+  app.add_option("traces", line.traces);
+
+  // CLI11's parse(vector) takes the arguments without the program name, last one first.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);
+  try {
+    app.parse(args);
+  } catch (const CLI::ArgumentMismatch& error) {
+    // "--json: 1 required TEXT missing": an option given last, or as --json=, without a value.
+    const std::string what = error.what();
+    const std::size_t colon = what.find(':');
+    if (colon != std::string::npos && what.starts_with("-") &&
+        what.find("missing") != std::string::npos) {
+      throw UsageError("option " + what.substr(0, colon) + " needs a value");
     }
+    throw UsageError(what);
+  } catch (const CLI::ParseError& error) {
+    throw UsageError(error.what());
+  }
+  for (const std::string& extra : app.remaining()) {
+    if (extra == "--") continue;  // CLI11 leaves the end-of-options mark among the extras
+    throw UsageError("unknown option '" + extra.substr(0, extra.find('=')) + "'");
+  }
+  if (line.help || line.version) {
+    line.allocators = default_allocator_names();
+    return line;
+  }
+
+  if (allocators) {
+    line.allocators = split_allocator_list(*allocators);
+    for (const std::string& name : line.allocators) {
+      try {
+        validate_allocator_name(name);
+      } catch (const std::invalid_argument& error) {
+        throw UsageError(error.what());
+      }
+    }
+  }
+  if (capacity) {
+    line.capacity_bytes = parse_byte_size(*capacity);
+    if (*line.capacity_bytes == 0) throw UsageError("--capacity must be above 0");
+  }
+  if (capacity_factor) {
+    const std::string& text = *capacity_factor;
+    double factor = 0.0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), factor);
+    if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(factor) ||
+        factor <= 0.0 || factor > 1e6) {
+      throw UsageError(
+          "--capacity-factor needs a number above 0 and at most 1000000 (e.g. "
+          "1.02), got '" +
+          text + "'");
+    }
+    line.capacity_factor = factor;
+  }
+  if (device) {
+    const std::string& text = *device;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), line.device);
+    if (error != std::errc() || end != text.data() + text.size() || line.device < 0) {
+      throw UsageError("--device needs a device number, got '" + text + "'");
+    }
+  }
+  if (std::count(line.traces.begin(), line.traces.end(), kStdioPath) > 1) {
+    throw UsageError("'-' (stdin) can be given only once as a TRACE");
   }
   if (line.allocators.empty()) line.allocators = default_allocator_names();
   if (line.capacity_bytes && line.capacity_factor) {

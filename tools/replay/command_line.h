@@ -1,5 +1,7 @@
-// Command line of cudacache-replay. parse_command_line() never exits: errors are UsageError,
-// which main turns into a message and exit code 2.
+// Command line of cudacache-replay, parsed by CLI11. parse_command_line() never exits: errors
+// are UsageError, which main turns into a message and exit code 2. Options take their value as
+// `--opt value` or `--opt=value`; `--` ends the options. A TRACE of `-` is stdin, and the file
+// options (--json, -o) take `-` for stdout.
 #pragma once
 
 #include <cstdint>
@@ -16,20 +18,21 @@ class UsageError : public std::runtime_error {
 };
 
 struct CommandLine {
-  std::vector<std::string> traces;  // CSV or pickle paths
+  std::vector<std::string> traces;  // CSV or pickle paths; "-" = stdin (at most once)
   std::vector<std::string> allocators;
   std::optional<std::uint64_t> capacity_bytes;
   // --capacity-factor F: each trace's device is F x its peak requested bytes, rounded up to
   // the capacity resolution (2 MiB); exclusive with --capacity.
   std::optional<double> capacity_factor;
   bool min_capacity = false;
-  std::optional<std::string> json_path;
-  std::optional<std::string> convert_path;    // --convert PICKLE
-  std::optional<std::string> output_path;     // -o OUT.csv
+  std::optional<std::string> json_path;       // "-" = stdout (the tables then go to stderr)
+  std::optional<std::string> convert_path;    // --convert PICKLE ("-" = stdin)
+  std::optional<std::string> output_path;     // -o OUT.csv ("-" = stdout)
   std::optional<std::string> synthetic_spec;  // --synthetic SPEC (also implied by no trace)
   int device = 0;                             // device_traces index when reading a snapshot
   bool real_gpu = false;
   bool help = false;
+  bool version = false;       // --version: version_text() and exit 0
   bool print_config = false;  // --print-config: cudacache's options under $CUDACACHE_CONF
 };
 
@@ -39,5 +42,14 @@ CommandLine parse_command_line(int argc, const char* const* argv);
 std::uint64_t parse_byte_size(const std::string& text);
 
 std::string usage_text();
+
+// The project's version, "0.1.0" (CMake's cudacache_VERSION, from include/cudacache/cudacache.h).
+std::string tool_version();
+
+// What --version prints: "cudacache-replay 0.1.0\n".
+std::string version_text();
+
+// The path that stands for stdin (a TRACE, --convert) or stdout (--json, -o).
+inline constexpr const char* kStdioPath = "-";
 
 }  // namespace cudacache::replay

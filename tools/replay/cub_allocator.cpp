@@ -62,4 +62,9 @@ class CubAllocator final : public ReplayAllocator {
 
 std::unique_ptr<ReplayAllocator> make_cub_allocator() { return std::make_unique<CubAllocator>(); }
 
+std::string cub_config_string() {
+  return "bin_growth:" + std::to_string(kBinGrowth) + ",min_bin:" + std::to_string(kMinBin) +
+         ",max_bin:" + std::to_string(kMaxBin) + ",max_cached_bytes:unlimited";
+}
+
 }  // namespace cudacache::replay

@@ -58,6 +58,10 @@ std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& con
 
 void validate_cudacache_config(const std::string& config) { parse_options(config); }
 
+std::string cudacache_config_string(const std::string& config) {
+  return parse_options(config).to_config_string();
+}
+
 std::string describe_cudacache_config(const std::string& config) {
   return parse_options(config).describe();
 }

@@ -25,6 +25,10 @@ std::unique_ptr<ReplayAllocator> make_cudacache_allocator(const std::string& con
 // Parses `config` only; throws std::invalid_argument with cudacache's message when it is bad.
 void validate_cudacache_config(const std::string& config);
 
+// Every option's effective value under `config` as a CUDACACHE_CONF string
+// (cudacache::Options::to_config_string), for the JSON context. Throws like validate.
+std::string cudacache_config_string(const std::string& config);
+
 // Every cudacache option with its effective value under `config`, its default and its
 // documentation: the text of cudacache_config_help(), from the same options table.
 std::string describe_cudacache_config(const std::string& config);

@@ -17,6 +17,10 @@ int main(int argc, char** argv) {
       std::cout << usage_text();
       return 0;
     }
+    if (line.version) {
+      std::cout << version_text();
+      return 0;
+    }
     if (line.print_config) {
       std::cout << print_config_text();
       return 0;

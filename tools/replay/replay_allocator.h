@@ -57,6 +57,14 @@ std::vector<std::string> default_allocator_names();
 // Every known allocator kind with a description, for --help.
 std::vector<AllocatorSpec> known_allocators();
 
+// What the JSON context says of allocator `name`: its kind ("cudacache" for cudacache,
+// cudacache:CONF, pytorch and pytorch-expandable; "cub"; "nocache"; "torch" for torch-native
+// and torch-expandable) and its effective configuration: every cudacache option as a
+// CUDACACHE_CONF string, CUB's bins, PyTorch's PYTORCH_CUDA_ALLOC_CONF ("" = its defaults),
+// "" for nocache. Throws std::invalid_argument like make_replay_allocator.
+std::string allocator_kind(const std::string& name);
+std::string allocator_config_string(const std::string& name);
+
 // True when this build includes the cudacache adapter (CUDACACHE_REPLAY_WITH_CUDACACHE).
 bool cudacache_adapter_built();
 

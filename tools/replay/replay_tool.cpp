@@ -49,14 +49,21 @@ bool has_pickle_name(const std::string& path) {
   return path.ends_with(".pickle") || path.ends_with(".pkl");
 }
 
-int convert(const CommandLine& line) {
+int convert(const CommandLine& line, std::ostream& stdout_stream) {
   SnapshotConversion conversion = convert_snapshot_file(*line.convert_path, line.device);
-  std::ofstream out(*line.output_path, std::ios::binary);
-  if (!out) throw std::runtime_error(*line.output_path + ": cannot open for writing");
-  write_trace_csv(conversion.trace, out);
-  out.close();
-  if (!out) throw std::runtime_error(*line.output_path + ": write error");
-  std::cerr << "converted " << *line.convert_path << " -> " << *line.output_path << ": "
+  if (*line.output_path == kStdioPath) {
+    write_trace_csv(conversion.trace, stdout_stream);
+    stdout_stream.flush();
+    if (!stdout_stream) throw std::runtime_error("<stdout>: write error");
+  } else {
+    std::ofstream out(*line.output_path, std::ios::binary);
+    if (!out) throw std::runtime_error(*line.output_path + ": cannot open for writing");
+    write_trace_csv(conversion.trace, out);
+    out.close();
+    if (!out) throw std::runtime_error(*line.output_path + ": write error");
+  }
+  std::cerr << "converted " << input_display_name(*line.convert_path) << " -> "
+            << (*line.output_path == kStdioPath ? "<stdout>" : *line.output_path) << ": "
             << conversion.trace.events.size() << " rows (" << conversion.prelude_rows
             << " prelude: " << conversion.prelude_freed_in_trace << " freed in the trace, "
             << conversion.prelude_live_at_dump << " live at the dump), frees at "
@@ -119,18 +126,38 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
 }  // namespace
 
 Trace load_trace(const std::string& path, int device) {
-  std::string bytes = read_file_bytes(path);
+  std::string bytes = read_trace_bytes(path);
+  const std::string source = input_display_name(path);
+  Trace trace;
   if (looks_like_pickle(bytes)) {
-    PickleRef snapshot = parse_pickle(bytes, path);
-    return convert_snapshot(*snapshot, device, path).trace;
-  }
-  if (has_pickle_name(path)) {
+    PickleRef snapshot = parse_pickle(bytes, source);
+    trace = std::move(convert_snapshot(*snapshot, device, source).trace);
+  } else if (has_pickle_name(path)) {
     throw TraceError(
         path + ": byte offset 0: not a snapshot pickle (protocol 2 or later starts with 0x80)");
+  } else {
+    trace = parse_trace_csv(bytes, source);
   }
-  Trace trace = parse_trace_csv(bytes, path);
   trace.name = trace_name_from_path(path);
   return trace;
+}
+
+RunContext make_run_context(const CommandLine& line) {
+  RunContext context;
+  context.version = tool_version();
+  fill_host_context(context);
+  context.cuda_runtime = running_on_simulator() ? "cudasim" : "cuda";
+  if (line.traces.empty() || line.synthetic_spec) {
+    context.inputs.push_back("synthetic:" + line.synthetic_spec.value_or(""));
+  }
+  for (const std::string& path : line.traces) context.inputs.push_back(path);
+  for (const std::string& name : line.allocators) {
+    context.allocators.push_back({name, allocator_kind(name), allocator_config_string(name)});
+  }
+  context.capacity_bytes = line.capacity_bytes;
+  context.capacity_factor = line.capacity_factor;
+  context.min_capacity = line.min_capacity;
+  return context;
 }
 
 std::string print_config_text() {
@@ -143,24 +170,29 @@ std::string print_config_text() {
 }
 
 int run_replay_tool(const CommandLine& line, std::ostream& out) {
-  if (line.convert_path) return convert(line);
+  if (line.convert_path) return convert(line, out);
   check_simulator_options(line);
   if (!running_on_simulator()) {
     std::cerr << "cudacache-replay: not running on cudasim: replaying on the real CUDA runtime, "
                  "without device counters\n";
   }
+  // --json - writes the JSON to `out` (stdout), so the tables go to stderr.
+  const bool json_to_stdout = line.json_path && *line.json_path == kStdioPath;
+  std::ostream& tables = json_to_stdout ? std::cerr : out;
   std::optional<std::ofstream> json;
-  if (line.json_path) {
+  if (line.json_path && !json_to_stdout) {
     json.emplace(*line.json_path);
     if (!*json) throw std::runtime_error(*line.json_path + ": cannot open for writing");
   }
+  // Taken before the replays: the date is when the run started.
+  const RunContext context = make_run_context(line);
 
   ProgressBar bar;
   std::vector<TraceReport> reports;
   auto run = [&](const Trace& trace) {
     reports.push_back(replay_one(trace, line, bar));
-    print_table(reports.back(), out);
-    out.flush();
+    print_table(reports.back(), tables);
+    tables.flush();
   };
   if (line.traces.empty() || line.synthetic_spec) {
     run(make_transformer_training_trace(TransformerShape::parse(line.synthetic_spec.value_or(""))));
@@ -168,9 +200,13 @@ int run_replay_tool(const CommandLine& line, std::ostream& out) {
   for (const std::string& path : line.traces) run(load_trace(path, line.device));
 
   if (json) {
-    write_json(reports, *json);
+    write_json(context, reports, *json);
     json->close();
     if (!*json) throw std::runtime_error(*line.json_path + ": write error");
+  } else if (json_to_stdout) {
+    write_json(context, reports, out);
+    out.flush();
+    if (!out) throw std::runtime_error("<stdout>: write error");
   }
   return 0;
 }

@@ -1,11 +1,15 @@
 #include "report.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
+
 #include <cstdio>
+#include <ctime>
 #include <iomanip>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 namespace cudacache::replay {
 namespace {
@@ -199,6 +203,72 @@ void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t p
   out << "}";
 }
 
+void write_json_context(std::ostream& out, const RunContext& context) {
+  out << "{\"context\": {\"tool\": ";
+  write_json_string(out, context.tool);
+  out << ", \"version\": ";
+  write_json_string(out, context.version);
+  out << ", \"date\": ";
+  write_json_string(out, context.date);
+  out << ", \"host_name\": ";
+  write_json_string(out, context.host_name);
+  out << ", \"num_cpus\": " << context.num_cpus << ", \"cuda_runtime\": ";
+  write_json_string(out, context.cuda_runtime);
+  out << ",\n    \"inputs\": [";
+  for (std::size_t i = 0; i < context.inputs.size(); ++i) {
+    if (i != 0) out << ", ";
+    write_json_string(out, context.inputs[i]);
+  }
+  out << "],\n    \"allocators\": [";
+  for (std::size_t i = 0; i < context.allocators.size(); ++i) {
+    const AllocatorContext& allocator = context.allocators[i];
+    out << (i == 0 ? "\n      " : ",\n      ") << "{\"name\": ";
+    write_json_string(out, allocator.name);
+    out << ", \"kind\": ";
+    write_json_string(out, allocator.kind);
+    out << ", \"config\": ";
+    write_json_string(out, allocator.config);
+    out << "}";
+  }
+  out << "],\n    \"capacity_bytes\": ";
+  write_json_optional(out, context.capacity_bytes);
+  out << ", \"capacity_factor\": ";
+  if (context.capacity_factor) {
+    write_json_double(out, *context.capacity_factor);
+  } else {
+    out << "null";
+  }
+  out << ", \"min_capacity\": " << (context.min_capacity ? "true" : "false")
+      << "},\n \"traces\": [";
+}
+
+// The "traces" array after the context, or the whole document's start without one.
+void write_json_reports(const std::vector<TraceReport>& reports, std::ostream& out,
+                        const RunContext* context) {
+  if (context != nullptr) {
+    write_json_context(out, *context);
+  } else {
+    out << "{\"traces\": [";
+  }
+
+  for (std::size_t t = 0; t < reports.size(); ++t) {
+    const TraceReport& report = reports[t];
+    out << (t == 0 ? "\n  " : ",\n  ") << "{\"name\": ";
+    write_json_string(out, report.name);
+    out << ", \"events\": " << report.events << ", \"allocs\": " << report.allocs
+        << ", \"frees\": " << report.frees
+        << ", \"empty_cache_calls\": " << report.empty_cache_calls
+        << ", \"streams\": " << report.streams
+        << ", \"peak_requested_bytes\": " << report.peak_requested_bytes << ", \"results\": [";
+    for (std::size_t r = 0; r < report.results.size(); ++r) {
+      out << (r == 0 ? "\n    " : ",\n    ");
+      write_json_result(out, report.results[r], report.peak_requested_bytes);
+    }
+    out << "]}";
+  }
+  out << "\n]}\n";
+}
+
 }  // namespace
 
 TraceReport TraceReport::describe(const Trace& trace) {
@@ -267,24 +337,25 @@ void print_table(const TraceReport& report, std::ostream& out) {
   out << '\n';
 }
 
+void fill_host_context(RunContext& context) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  char date[32] = "";
+  if (gmtime_r(&now, &utc) != nullptr) std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  context.date = date;
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  context.host_name = host;
+  context.num_cpus = std::max(1u, std::thread::hardware_concurrency());
+}
+
 void write_json(const std::vector<TraceReport>& reports, std::ostream& out) {
-  out << "{\"traces\": [";
-  for (std::size_t t = 0; t < reports.size(); ++t) {
-    const TraceReport& report = reports[t];
-    out << (t == 0 ? "\n  " : ",\n  ") << "{\"name\": ";
-    write_json_string(out, report.name);
-    out << ", \"events\": " << report.events << ", \"allocs\": " << report.allocs
-        << ", \"frees\": " << report.frees
-        << ", \"empty_cache_calls\": " << report.empty_cache_calls
-        << ", \"streams\": " << report.streams
-        << ", \"peak_requested_bytes\": " << report.peak_requested_bytes << ", \"results\": [";
-    for (std::size_t r = 0; r < report.results.size(); ++r) {
-      out << (r == 0 ? "\n    " : ",\n    ");
-      write_json_result(out, report.results[r], report.peak_requested_bytes);
-    }
-    out << "]}";
-  }
-  out << "\n]}\n";
+  write_json_reports(reports, out, nullptr);
+}
+
+void write_json(const RunContext& context, const std::vector<TraceReport>& reports,
+                std::ostream& out) {
+  write_json_reports(reports, out, &context);
 }
 
 }  // namespace cudacache::replay

@@ -205,9 +205,12 @@ SnapshotConversion convert_snapshot(const PickleValue& snapshot, int device,
 }
 
 SnapshotConversion convert_snapshot_file(const std::string& path, int device) {
-  std::string bytes = read_file_bytes(path);
-  PickleRef snapshot = parse_pickle(bytes, path);
-  return convert_snapshot(*snapshot, device, path);
+  std::string bytes = read_trace_bytes(path);  // "-" is stdin; a gzip file is refused
+  const std::string source = input_display_name(path);
+  PickleRef snapshot = parse_pickle(bytes, source);
+  SnapshotConversion conversion = convert_snapshot(*snapshot, device, source);
+  conversion.trace.name = trace_name_from_path(path);
+  return conversion;
 }
 
 }  // namespace cudacache::replay

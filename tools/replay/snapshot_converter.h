@@ -39,7 +39,8 @@ struct SnapshotConversion {
 SnapshotConversion convert_snapshot(const PickleValue& snapshot, int device,
                                     const std::string& source);
 
-// Reads a pickle file and converts it; the trace is named after the file's stem.
+// Reads a pickle file ("-" = stdin; a gzip file is refused) and converts it; the trace is
+// named after the file's stem ("stdin" for "-"), messages name the file or "<stdin>".
 SnapshotConversion convert_snapshot_file(const std::string& path, int device = 0);
 
 }  // namespace cudacache::replay

@@ -4,12 +4,15 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
+#include <system_error>
 
 namespace cudacache::replay {
 namespace {
 
 constexpr std::string_view kHeader = "op,id,size,stream";
+constexpr std::string_view kStdinPath = "-";
 // Streams become real cudaStream_t objects during a replay: refuse absurd numbers early.
 constexpr std::uint64_t kMaxStreamNumber = 1023;
 
@@ -126,6 +129,11 @@ Trace parse_trace_csv(std::string_view text, const std::string& source) {
 }
 
 std::string read_file_bytes(const std::string& path) {
+  // An ifstream opens a directory and then reads nothing: say what it is instead.
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw TraceError(path + ": is a directory (expected a file)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceError(path + ": cannot open file");
   std::ostringstream buffer;
@@ -134,12 +142,37 @@ std::string read_file_bytes(const std::string& path) {
   return std::move(buffer).str();
 }
 
+std::string input_display_name(const std::string& path) {
+  return path == kStdinPath ? "<stdin>" : path;
+}
+
+std::string read_trace_bytes(const std::string& path) {
+  std::string bytes;
+  if (path == kStdinPath) {
+    std::ostringstream buffer;
+    buffer << std::cin.rdbuf();
+    if (std::cin.bad()) throw TraceError("<stdin>: read error");
+    bytes = std::move(buffer).str();
+  } else {
+    bytes = read_file_bytes(path);
+  }
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+      static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    const std::string example =
+        path == kStdinPath ? "gunzip -c FILE.gz | cudacache-replay -" : "gunzip -k " + path;
+    throw TraceError(input_display_name(path) +
+                     ": gzip-compressed (magic bytes 1f 8b); decompress it first, e.g. " + example);
+  }
+  return bytes;
+}
+
 std::string trace_name_from_path(const std::string& path) {
+  if (path == kStdinPath) return "stdin";
   return std::filesystem::path(path).stem().string();
 }
 
 Trace read_trace_csv(const std::string& path) {
-  Trace trace = parse_trace_csv(read_file_bytes(path), path);
+  Trace trace = parse_trace_csv(read_trace_bytes(path), input_display_name(path));
   trace.name = trace_name_from_path(path);
   return trace;
 }

@@ -12,6 +12,7 @@ PyTorch integration lives in cudacache.torch (install()).
 
 import importlib
 
+from ._version import __version__
 from ._device import device_index
 from ._errors import ConfigurationError, CudacacheError, LibraryNotFoundError, OutOfMemoryError
 from ._memory import (
@@ -44,6 +45,7 @@ from ._snapshot import (
 )
 
 __all__ = [
+    "__version__",
     "ConfigurationError",
     "CudacacheError",
     "LibraryNotFoundError",

@@ -80,6 +80,7 @@ PROTOTYPES = {
     "cudacache_history_csv": (_c_int, [_c_int, _c_char_p, _c_size_t]),
     "cudacache_configure": (_c_int, [_c_char_p]),
     "cudacache_config_help": (_c_char_p, []),
+    "cudacache_version": (_c_char_p, []),
     "cudacache_register_retry_hook": (_c_int, [RETRY_HOOK_FN, _c_void_p]),
     "cudacache_unregister_retry_hook": (_c_int, [_c_int]),
 }

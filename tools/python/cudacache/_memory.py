@@ -112,6 +112,12 @@ def configure(conf):
     if status == STATUS_CONFIG:
         raise ConfigurationError(lib.last_error() or f"invalid cudacache configuration {conf!r}")
     _check(lib, status, "cudacache_configure")
+    configured.append(conf)
+
+
+# The strings configure() applied in this process, in order (cudacache.torch.install() reads
+# them: keys set here take precedence over PYTORCH_CUDA_ALLOC_CONF).
+configured = []
 
 
 def config_help():

@@ -34,6 +34,12 @@ Tensor.record_stream() reach cudacache even with patch=False. install(shim=...) 
 CUDACACHE_TORCH_SHIM choose (see install()); shim_path() tells which shim is in use. Without
 the shim, everything above applies unchanged.
 
+PYTORCH_CUDA_ALLOC_CONF. With a pluggable allocator PyTorch's own caching allocator, which
+reads that variable, does not run; install() therefore reads it (PYTORCH_ALLOC_CONF when it is
+unset, as PyTorch 2.15 does) and passes the keys cudacache implements with PyTorch's meaning
+(PYTORCH_CONF_PASSED) to cudacache.configure(), unless CUDACACHE_CONF, an earlier
+cudacache.configure() or install(conf=...) sets the same key. See apply_pytorch_alloc_conf().
+
 Importing this module does not import torch; every function imports it when called.
 """
 
@@ -46,7 +52,7 @@ import threading
 import warnings
 
 from . import _library, _memory, _snapshot
-from ._errors import CudacacheError
+from ._errors import ConfigurationError, CudacacheError
 from ._errors import OutOfMemoryError as _CudacacheOutOfMemoryError
 
 ALLOC_SYMBOL = "cudacache_malloc"
@@ -89,6 +95,42 @@ class InstallError(CudacacheError):
     """install() cannot register cudacache with this PyTorch process."""
 
 
+# PYTORCH_CUDA_ALLOC_CONF, as PyTorch 2.15 reads it for CUDA: the first variable that is set.
+PYTORCH_CONF_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+ENV_CUDACACHE_CONF = "CUDACACHE_CONF"
+# Its keys that cudacache's options implement with PyTorch's meaning: install() passes them on.
+PYTORCH_CONF_PASSED = ("max_split_size_mb", "roundup_power2_divisions",
+                       "garbage_collection_threshold", "expandable_segments",
+                       "per_process_memory_fraction")
+# Settings of PyTorch's pinned host memory allocator, which stays PyTorch's and keeps applying
+# them: not cudacache's business, so they pass without a word.
+PYTORCH_CONF_HOST = ("pinned_use_cuda_host_register", "pinned_use_hip_host_register",
+                     "pinned_num_register_threads", "pinned_use_background_threads",
+                     "pinned_reserve_segment_size_mb", "pinned_free_catch_all",
+                     "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb")
+# Settings of PyTorch's device allocator that cudacache has no equivalent for: a warning each.
+PYTORCH_CONF_NOT_HONOURED = {
+    "max_non_split_rounding_mb": "a rule of PyTorch's native block search (how much larger "
+                                 "than the request an unsplit cached block may be)",
+    "large_segment_size_mb": "the segment size of PyTorch's native allocator (cudacache sizes "
+                             "its own segments and pages)",
+    "release_lock_on_cudamalloc": "a locking detail of PyTorch's native allocator",
+    "release_lock_on_hipmalloc": "a locking detail of PyTorch's native allocator",
+    "graph_capture_record_stream_reuse": "about the memory pools of CUDA graph capture, "
+                                         "which cudacache does not provide",
+    "throw_on_cudamalloc_oom": "a pre-check of PyTorch's native allocator before cudaMalloc",
+    "expandable_segments_reserve": "the virtual-address reserve of PyTorch's expandable "
+                                   "segments (cudacache reserves its own ranges)",
+    "expandable_segments_reserve_by_class": "the virtual-address reserve of PyTorch's "
+                                            "expandable segments (cudacache reserves its own "
+                                            "ranges)",
+}
+PYTORCH_CONF_KEYS = (PYTORCH_CONF_PASSED + PYTORCH_CONF_HOST + tuple(PYTORCH_CONF_NOT_HONOURED)
+                     + ("backend",))
+# cudacache's own options that PyTorch does not know (PyTorch rejects them in its variable).
+CUDACACHE_ONLY_KEYS = ("policy", "record_history")
+
+
 _lock = threading.RLock()
 _allocator = None  # the CUDAPluggableAllocator registered by install()
 _shim = None  # the _Shim whose functions install() registered, or None
@@ -116,6 +158,11 @@ def install(conf=None, patch=True, shim=None):
     """Makes cudacache PyTorch's CUDA allocator; call it before the first CUDA tensor.
 
     conf: a configuration string applied first ("max_split_size_mb:128,..."), or None.
+    PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) is honoured too: its keys that cudacache
+    implements (PYTORCH_CONF_PASSED) are applied unless conf, CUDACACHE_CONF or an earlier
+    cudacache.configure() sets them; PyTorch keys cudacache cannot honour warn; an unknown key
+    is a ConfigurationError and backend:cudaMallocAsync an InstallError, raised before anything
+    changes (see apply_pytorch_alloc_conf()). Only the first install() reads it.
     patch: also make torch.cuda's memory functions answer from cudacache (see
     PATCHED_FUNCTIONS); the environment variable CUDACACHE_TORCH_PATCH=0 turns it off too.
     shim: use the libtorch shim libcudacache_torch.so (typed out-of-memory, empty_cache and
@@ -128,7 +175,7 @@ def install(conf=None, patch=True, shim=None):
     Returns the torch.cuda.memory.CUDAPluggableAllocator. Calling it again is a no-op (it
     applies the patches if they were not applied). Raises InstallError when CUDA is already
     initialized or a required shim cannot be used, LibraryNotFoundError when libcudacache.so
-    is not found, ValueError for a bad conf.
+    is not found, ValueError (ConfigurationError) for a bad conf or PYTORCH_CUDA_ALLOC_CONF.
     """
     torch = _import_torch()
     global _allocator, _shim, _shim_hooks
@@ -144,8 +191,9 @@ def install(conf=None, patch=True, shim=None):
             if _cuda_initialized(torch):
                 raise InstallError(TOO_LATE_MESSAGE)
             library = _library.get()
-            if conf is not None:
-                _memory.configure(conf)
+            # Checks PYTORCH_CUDA_ALLOC_CONF and applies it with `conf` (nothing is changed
+            # when either is refused).
+            apply_pytorch_alloc_conf(conf, torch=torch, _stacklevel=3)
             chosen = _find_shim(torch, library, shim)
             if chosen is not None:
                 path, alloc_symbol, free_symbol = chosen.path, SHIM_ALLOC_SYMBOL, SHIM_FREE_SYMBOL
@@ -174,6 +222,210 @@ def install(conf=None, patch=True, shim=None):
         if patch and os.environ.get(ENV_PATCH, "1") != "0":
             apply_patches()
         return _allocator
+
+
+def _split_entries(text):
+    """The "key:value" entries of a configuration string, split at the commas outside [...]."""
+    entries, depth, start = [], 0, 0
+    for i, character in enumerate(text + ","):
+        if character == "[":
+            depth += 1
+        elif character == "]":
+            depth -= 1
+        elif character == "," and depth <= 0:
+            entries.append(text[start:i].strip())
+            start = i + 1
+    return entries
+
+
+def _configured_keys(text):
+    """{key: value} of a cudacache configuration string (malformed entries are left out: the
+    allocator reports them)."""
+    keys = {}
+    for entry in _split_entries(text or ""):
+        key, colon, value = entry.partition(":")
+        if colon:
+            keys[key.strip()] = value.strip()
+    return keys
+
+
+def pytorch_alloc_conf(environ=None):
+    """(variable name, value) of the PyTorch allocator configuration in `environ` (default
+    os.environ): PYTORCH_CUDA_ALLOC_CONF, or PYTORCH_ALLOC_CONF when that is unset, as PyTorch
+    2.15 reads them for CUDA; (None, None) when neither is set."""
+    environ = os.environ if environ is None else environ
+    for name in PYTORCH_CONF_VARIABLES:
+        if name in environ:
+            return name, environ[name]
+    return None, None
+
+
+class PyTorchConfPlan:
+    """What install() does with a PYTORCH_CUDA_ALLOC_CONF value (see plan_pytorch_alloc_conf).
+
+    variable, value: where it came from. passed: the (key, value) pairs given to cudacache.
+    overridden: {key: where it is set instead} for PyTorch keys a cudacache setting overrides.
+    conflicts: {key: where}: expandable_segments:True dropped because a cudacache setting
+    selects policy:cudacache (warned about). not_honoured: {key: why} for PyTorch keys
+    cudacache cannot honour (warned about). host: the pinned host memory keys, left to
+    PyTorch. backend: the value of `backend`, or None.
+    """
+
+    def __init__(self, variable, value):
+        self.variable = variable
+        self.value = value
+        self.passed = []
+        self.overridden = {}
+        self.conflicts = {}
+        self.not_honoured = {}
+        self.host = []
+        self.backend = None
+
+    def cudacache_conf(self):
+        """The configuration string for cudacache.configure() ('' when nothing is passed)."""
+        return ",".join(f"{key}:{value}" for key, value in self.passed)
+
+    def warnings(self):
+        """One message per key that has no effect on cudacache although PyTorch's own
+        allocator would have applied it."""
+        messages = []
+        for key, why in self.not_honoured.items():
+            messages.append(
+                f"cudacache.torch: {self.variable} key '{key}' is ignored: it is {why}, which "
+                "cudacache, PyTorch's allocator now, does not have")
+        for key, where in self.conflicts.items():
+            messages.append(
+                f"cudacache.torch: {self.variable} key '{key}' is ignored: {where} sets "
+                "cudacache's policy:cudacache, which takes precedence and cannot be combined "
+                "with PyTorch's expandable segments (those are policy:pytorch,"
+                "expandable_segments:True)")
+        return messages
+
+
+def plan_pytorch_alloc_conf(variable, value, overrides=None):
+    """Checks a PyTorch allocator configuration value and sorts its keys; changes nothing.
+
+    `overrides`: {key: (value, where)} of cudacache settings that take precedence (CUDACACHE_CONF,
+    cudacache.configure(), install(conf=...)); a PyTorch key set there is not passed. Raises
+    ConfigurationError (a ValueError) naming the key for an unknown key, a cudacache-only key
+    (PyTorch rejects those: they belong in CUDACACHE_CONF), a malformed entry or an unknown
+    backend, and InstallError for backend:cudaMallocAsync (PyTorch's other allocator, which
+    install() would replace).
+    """
+    plan = PyTorchConfPlan(variable, value)
+    overrides = overrides or {}
+    # PyTorch's tokenizer drops whitespace anywhere.
+    compact = "".join(value.split())
+    for entry in _split_entries(compact):
+        if not entry:
+            continue  # "a:1," is accepted by PyTorch
+        key, colon, item = entry.partition(":")
+        if not colon or not key or not item:
+            raise ConfigurationError(
+                f"{variable}={value!r}: malformed entry '{entry}' (expected key:value)")
+        if key in CUDACACHE_ONLY_KEYS:
+            raise ConfigurationError(
+                f"{variable}={value!r}: '{key}' is a cudacache option, not PyTorch's (PyTorch "
+                f"rejects it there): set it in {ENV_CUDACACHE_CONF} or install(conf=...)")
+        if key not in PYTORCH_CONF_KEYS:
+            raise ConfigurationError(
+                f"{variable}={value!r}: unknown key '{key}' (PyTorch 2.15 accepts "
+                + ", ".join(PYTORCH_CONF_KEYS) + "; cudacache options go in "
+                f"{ENV_CUDACACHE_CONF})")
+        if key == "backend":
+            if item == "cudaMallocAsync":
+                raise InstallError(
+                    f"{variable}={value!r} asks for PyTorch's cudaMallocAsync allocator, and "
+                    "cudacache.torch.install() makes cudacache PyTorch's allocator: remove "
+                    "backend:cudaMallocAsync to use cudacache, or do not call install()")
+            if item != "native":
+                raise ConfigurationError(
+                    f"{variable}={value!r}: unknown backend '{item}' for key 'backend' "
+                    "(PyTorch accepts native and cudaMallocAsync)")
+            plan.backend = item  # native: PyTorch's caching allocator, replaced by cudacache
+        elif key in PYTORCH_CONF_HOST:
+            plan.host.append(key)
+        elif key in PYTORCH_CONF_NOT_HONOURED:
+            plan.not_honoured[key] = PYTORCH_CONF_NOT_HONOURED[key]
+        elif key in overrides:
+            plan.overridden[key] = overrides[key][1]
+        elif (key == "expandable_segments" and item.lower() == "true"
+              and overrides.get("policy", ("",))[0] == "cudacache"):
+            plan.conflicts[key] = overrides["policy"][1]
+        else:
+            plan.passed = [(k, v) for k, v in plan.passed if k != key] + [(key, item)]
+    return plan
+
+
+def _overrides(conf, environ=None):
+    """{key: (value, where)} of the cudacache settings made so far and in `conf`."""
+    environ = os.environ if environ is None else environ
+    overrides = {}
+    for key, item in _configured_keys(environ.get(ENV_CUDACACHE_CONF)).items():
+        overrides[key] = (item, ENV_CUDACACHE_CONF)
+    for text in _memory.configured:
+        for key, item in _configured_keys(text).items():
+            overrides[key] = (item, "cudacache.configure()")
+    for key, item in _configured_keys(conf).items():
+        overrides[key] = (item, "install(conf=...)")
+    return overrides
+
+
+def _pytorch_parse(torch, variable, value):
+    """Lets PyTorch parse its allocator configuration now, while its own allocator is current.
+
+    PyTorch parses it lazily, at the first use of a setting (pinned memory, ...). After the swap
+    its check of `backend` compares the value with the current allocator's name, "pluggable",
+    and fails an internal assert (backend:native included); parsed now, it matches. This also
+    checks the values as PyTorch would at CUDA initialization. Torch builds without the
+    function skip it.
+    """
+    torch_c = getattr(torch, "_C", None)
+    setter = (getattr(torch_c, "_accelerator_setAllocatorSettings", None)
+              or getattr(torch_c, "_cuda_cudaCachingAllocator_set_allocator_settings", None))
+    if setter is None:
+        return
+    try:
+        setter(value)
+    except (RuntimeError, ValueError) as error:
+        reason = (str(error).strip().splitlines() or ["?"])[0]
+        raise ConfigurationError(f"{variable}={value!r}: PyTorch rejects it: {reason}") \
+            from error
+
+
+def apply_pytorch_alloc_conf(conf=None, torch=None, environ=None, _stacklevel=2):
+    """What install() does with PYTORCH_CUDA_ALLOC_CONF and its `conf`, before registering.
+
+    Reads the PyTorch variable (pytorch_alloc_conf()), checks it (plan_pytorch_alloc_conf():
+    errors before anything changes), lets PyTorch parse it (see _pytorch_parse), and applies
+    the passed keys and then `conf` with one cudacache.configure() call. Precedence, highest
+    first: install(conf=...), cudacache.configure(), CUDACACHE_CONF, PYTORCH_CUDA_ALLOC_CONF.
+    Warns (RuntimeWarning) once per key PyTorch would apply but cudacache cannot. Returns the
+    PyTorchConfPlan, or None when no PyTorch variable is set (or it is blank).
+    """
+    if conf is not None and not isinstance(conf, str):
+        _memory.configure(conf)  # raises its TypeError
+    variable, value = pytorch_alloc_conf(environ)
+    plan = None
+    if variable is not None and value.strip():
+        plan = plan_pytorch_alloc_conf(variable, value, _overrides(conf, environ))
+        if torch is not None:
+            _pytorch_parse(torch, variable, value)
+    passed = plan.cudacache_conf() if plan is not None else ""
+    if passed:
+        combined = passed if not conf or not conf.strip() else f"{passed},{conf}"
+        try:
+            _memory.configure(combined)
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"{error} (from {variable}={value!r}, passed to cudacache as {passed!r}"
+                + (f", with install(conf={conf!r})" if conf else "") + ")") from error
+    elif conf is not None:
+        _memory.configure(conf)
+    if plan is not None:
+        for message in plan.warnings():
+            warnings.warn(message, RuntimeWarning, stacklevel=_stacklevel)
+    return plan
 
 
 def shim_path():
@@ -263,9 +515,14 @@ def _find_shim(torch, library, shim):
     def fail(text, quiet=False):
         if required:
             raise InstallError(f"cudacache.torch: the libtorch shim is required but {text}")
-        if found and not quiet:  # a shim exists but cannot be used: say so
-            warnings.warn(f"cudacache.torch: not using the libtorch shim: {text}",
-                          RuntimeWarning, stacklevel=3)
+        if not quiet:  # missing or unusable: without it, what the user loses is serious
+            warnings.warn(f"cudacache.torch: not using the libtorch shim: {text}. Without it, "
+                          "a CUDA allocation that runs out of memory gives a tensor whose "
+                          "data_ptr() is 0 instead of raising torch.OutOfMemoryError, and "
+                          "torch.cuda.empty_cache() / Tensor.record_stream() reach cudacache "
+                          "only through install(patch=True). pip install . builds it against "
+                          "the PyTorch of the Python that runs pip; install(shim=False) "
+                          "silences this.", RuntimeWarning, stacklevel=3)
         return None
 
     if not found:
@@ -313,12 +570,17 @@ def _replacements():
     def dump_snapshot(filename="dump_snapshot.pickle", augment_with_fx_traces=False):
         _snapshot.dump_snapshot(filename)
 
-    def record_memory_history(enabled="all", context="all", stacks="all",
-                              max_entries=sys.maxsize, device=None, **_ignored):
-        # No Python stacks are recorded (context/stacks are accepted and ignored). PyTorch 2.0's
-        # form passed a bool and trace_alloc_max_entries.
-        max_entries = _ignored.get("trace_alloc_max_entries", max_entries)
-        entries = min(max_entries, _snapshot.MAX_HISTORY_ENTRIES) if enabled else 0
+    def record_memory_history(enabled="all", *args, **kwargs):
+        # PyTorch's two forms: a bool `enabled` is the legacy one (record_context,
+        # trace_alloc_max_entries, ...), a string or None the current one (context, stacks,
+        # max_entries, device, ...). Arguments cudacache has no use for are accepted.
+        if isinstance(enabled, bool):
+            entries, device, wants_stacks = _legacy_history_arguments(enabled, *args, **kwargs)
+        else:
+            entries, device, wants_stacks = _history_arguments(enabled, *args, **kwargs)
+        if enabled and wants_stacks:
+            _warn_no_stacks(wants_stacks)
+        entries = min(entries, _snapshot.MAX_HISTORY_ENTRIES) if enabled else 0
         _snapshot.record_history(entries, device)
 
     functions = {
@@ -348,6 +610,41 @@ def _replacements():
         patched._cudacache_patch = True
         wrapped[name] = patched
     return wrapped
+
+
+def _history_arguments(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                       device=None, *_unused, **_ignored):
+    """(entries, device, what stacks were asked for or None) of PyTorch's current form."""
+    wants = f"context={context!r}, stacks={stacks!r}" if context is not None else None
+    return max_entries, device, wants
+
+
+def _legacy_history_arguments(enabled, record_context=True, trace_alloc_max_entries=sys.maxsize,
+                              trace_alloc_record_context=False, device=None,
+                              record_context_cpp=False, *_unused, **_ignored):
+    """The same for PyTorch's legacy form (`enabled` a bool)."""
+    asked = [name for name, value in (("record_context", record_context),
+                                      ("trace_alloc_record_context", trace_alloc_record_context),
+                                      ("record_context_cpp", record_context_cpp)) if value]
+    wants = ", ".join(f"{name}=True" for name in asked) or None
+    return trace_alloc_max_entries, device, wants
+
+
+_no_stacks_warned = False
+
+
+def _warn_no_stacks(asked):
+    """Warns once per process that _record_memory_history records no stack traces."""
+    global _no_stacks_warned
+    with _lock:
+        if _no_stacks_warned:
+            return
+        _no_stacks_warned = True
+    warnings.warn(
+        f"cudacache.torch: torch.cuda.memory._record_memory_history({asked}) records "
+        "cudacache's allocation history, but cudacache does not record stack traces yet: the "
+        "'frames' of every block and trace entry in snapshots stay empty. Pass context=None to "
+        "record the history without asking for them.", RuntimeWarning, stacklevel=4)
 
 
 def memory_stats_as_nested_dict(device=None):
