@@ -251,7 +251,7 @@ class HeaderTest(unittest.TestCase):
         header = (support.REPO / "include/cudacache/cudacache.h").read_text()
         version = re.search(r'#define CUDACACHE_VERSION_STRING "([^"]+)"', header).group(1)
         self.assertEqual(cudacache.__version__, version)
-        self.assertEqual(support.library().cdll.cudacache_version().decode(), version)
+        self.assertEqual(support.library().function("cudacache_version")().decode(), version)
 
     def test_exported_symbols_exist(self):
         lib = support.library()
