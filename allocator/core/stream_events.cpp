@@ -41,13 +41,14 @@ cudaError_t StreamEvents::process_ready(const Completion& done) {
       const cudaError_t status = device_api::query_event(event);
       if (status == cudaErrorNotReady) break;
       if (status != cudaSuccess) {
+        // A failed query says nothing about the stream's work: the block stays pending (asked
+        // again at the next allocation, waited for by synchronize_all). Freeing it here let
+        // another stream reuse memory still in use (found by the fault sweep).
         logger().error("cudaEventQuery failed: {}", device_api::error_string(status));
         if (first_error == cudaSuccess) first_error = status;
+        break;
       }
-      device_api::destroy_event(event);
-      queue.pop_front();
-      --pending_;
-      if (--block->pending_events == 0) done(block);
+      complete_front(queue, done);
     }
     it = queue.empty() ? queues_.erase(it) : std::next(it);
   }
@@ -56,14 +57,29 @@ cudaError_t StreamEvents::process_ready(const Completion& done) {
 
 cudaError_t StreamEvents::synchronize_all(const Completion& done) {
   cudaError_t first_error = cudaSuccess;
-  for (auto& [stream, queue] : queues_) {
-    for (auto& [event, block] : queue) {
-      const cudaError_t status = device_api::synchronize_event(event);
-      if (status != cudaSuccess && first_error == cudaSuccess) first_error = status;
+  for (auto it = queues_.begin(); it != queues_.end();) {
+    auto& queue = it->second;
+    while (!queue.empty()) {
+      // Waited for: done, whatever a query would say.
+      const cudaError_t status = device_api::synchronize_event(queue.front().first);
+      if (status != cudaSuccess) {
+        logger().error("cudaEventSynchronize failed: {}", device_api::error_string(status));
+        if (first_error == cudaSuccess) first_error = status;
+        break;
+      }
+      complete_front(queue, done);
     }
+    it = queue.empty() ? queues_.erase(it) : std::next(it);
   }
-  const cudaError_t processed = process_ready(done);
-  return first_error != cudaSuccess ? first_error : processed;
+  return first_error;
+}
+
+void StreamEvents::complete_front(Queue& queue, const Completion& done) {
+  const auto [event, block] = queue.front();
+  device_api::destroy_event(event);
+  queue.pop_front();
+  --pending_;
+  if (--block->pending_events == 0) done(block);
 }
 
 }  // namespace cudacache

@@ -26,16 +26,22 @@ class StreamEvents {
   cudaError_t record(int device, Block* block);
 
   // Calls done(block) for each block whose last event completed. Never blocks. Returns the
-  // first unexpected runtime error (events that fail are treated as completed).
+  // first unexpected runtime error; an event whose query fails stays pending (its block is
+  // not reused on a guess).
   cudaError_t process_ready(const Completion& done);
 
-  // Waits for every event, then behaves like process_ready.
+  // Waits for every event (each one waited for is done) and calls done(block) as above; an
+  // event that cannot be waited for stays pending and its error is returned.
   cudaError_t synchronize_all(const Completion& done);
 
   std::size_t pending() const { return pending_; }
 
  private:
-  std::map<cudaStream_t, std::deque<std::pair<cudaEvent_t, Block*>>> queues_;
+  using Queue = std::deque<std::pair<cudaEvent_t, Block*>>;
+  // Destroys the front event of `queue`; its block is done when it was the block's last.
+  void complete_front(Queue& queue, const Completion& done);
+
+  std::map<cudaStream_t, Queue> queues_;
   std::size_t pending_ = 0;
 };
 

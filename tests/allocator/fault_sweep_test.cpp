@@ -112,7 +112,10 @@ class FaultSweep : public testing::SimulatedDeviceTest,
                                                           {"set_access", c.set_access},
                                                           {"synchronize", c.synchronize},
                                                           {"reserve", c.reserve},
-                                                          {"address_free", c.address_free}};
+                                                          {"address_free", c.address_free},
+                                                          {"event_create", c.event_create},
+                                                          {"event_record", c.event_record},
+                                                          {"event_query", c.event_query}};
     return by_name.at(kind);
   }
 
@@ -140,8 +143,10 @@ class FaultSweep : public testing::SimulatedDeviceTest,
   }
 };
 
-const char* const kKinds[] = {"malloc", "free",       "create",      "release", "map",
-                              "unmap",  "set_access", "synchronize", "reserve", "address_free"};
+const char* const kKinds[] = {"malloc",     "free",         "create",       "release",
+                              "map",        "unmap",        "set_access",   "synchronize",
+                              "reserve",    "address_free", "event_create", "event_record",
+                              "event_query"};
 
 TEST_P(FaultSweep, EveryFailedDeviceCallLeavesAConsistentAllocator) {
   // Memory the driver kept after earlier failed frees (also of other tests in this process)

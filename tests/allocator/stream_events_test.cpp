@@ -139,6 +139,27 @@ TEST_F(StreamEventsTest, StreamOfAnotherDeviceIsRejected) {
   allocator.deallocate(a);
 }
 
+// A failed cudaEventQuery says nothing about the stream's work: the block stays pending
+// instead of being reused while the other stream may still use it (before the fix, a failed
+// query counted as completion; found by the fault sweep's event kinds).
+TEST_F(StreamEventsTest, AFailedEventQueryKeepsTheBlockPending) {
+  DeviceAllocator allocator(0, Options{});
+  void* a = allocator.allocate(4096, compute_);
+  allocator.record_stream(a, copy_);
+  testing::HeldStream held(copy_);
+  allocator.deallocate(a);
+  ASSERT_EQ(cudasim_fail_nth_call(0, "event_query", 1), 0);
+  void* b = allocator.allocate(4096, compute_);  // polls: the query fails
+  EXPECT_NE(b, a) << "reused after a failed query while the copy stream still runs";
+  EXPECT_EQ(allocator.stats().active[kAllPools].current, 2);  // b, and a still pending
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the failure leaked into the application";
+  ASSERT_EQ(held.release(), 0);
+  void* c = allocator.allocate(4096, compute_);  // polls again: done now
+  EXPECT_EQ(c, a);
+  allocator.deallocate(b);
+  allocator.deallocate(c);
+}
+
 // Issue 16: the C++ API and the preload find a pointer's allocator by asking each one; the
 // question is not an error. record_stream_if_owned answers without logging; record_stream of a
 // pointer nobody owns is one logged UNKNOWN_POINTER error.

@@ -24,7 +24,9 @@ std::string str(const cudasim_call_counts& c) {
   out << "malloc=" << c.malloc << " free=" << c.free << " create=" << c.create
       << " release=" << c.release << " map=" << c.map << " unmap=" << c.unmap
       << " set_access=" << c.set_access << " synchronize=" << c.synchronize
-      << " reserve=" << c.reserve << " address_free=" << c.address_free;
+      << " reserve=" << c.reserve << " address_free=" << c.address_free
+      << " event_create=" << c.event_create << " event_record=" << c.event_record
+      << " event_query=" << c.event_query;
   return out.str();
 }
 
@@ -106,14 +108,44 @@ TEST_F(CallCounts, Synchronize) {
   decltype(&cuCtxSynchronize) ctx_synchronize = nullptr;
   ASSERT_NO_FATAL_FAILURE(load_driver_function("cuCtxSynchronize", &ctx_synchronize));
   EXPECT_EQ(ctx_synchronize(), CUDA_SUCCESS);  // counted once, not twice
-  EXPECT_EQ(counted(0), str({.synchronize = 7}));
+  EXPECT_EQ(counted(0), str({.synchronize = 7, .event_create = 1, .event_record = 1}));
   ASSERT_CUDA(cudaEventDestroy(e));
   ASSERT_CUDA(cudaStreamDestroy(s));
   EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaEventSynchronize(e), cudaErrorInvalidResourceHandle);
-  EXPECT_EQ(counted(0), str({.synchronize = 9}));
+  EXPECT_EQ(counted(0), str({.synchronize = 9, .event_create = 1, .event_record = 1}));
   EXPECT_EQ(counted(1), str({}));
   (void)cudaGetLastError();
+}
+
+// The event calls a stream-aware allocator makes, counted and failed like the others: an
+// injected failure is cudaErrorUnknown, recorded as the last error, and changes nothing.
+TEST_F(CallCounts, EventCallsSucceededOrFailed) {
+  cudaStream_t s = nullptr;
+  ASSERT_CUDA(cudaStreamCreate(&s));
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudasim_fail_nth_call(0, "event_create", 1), 0);
+  EXPECT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaErrorUnknown);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+  EXPECT_EQ(e, nullptr);
+  ASSERT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  ASSERT_EQ(cudasim_hold_stream(s), 0);
+  ASSERT_EQ(cudasim_fail_nth_call(0, "event_record", 2), 0);
+  ASSERT_CUDA(cudaEventRecord(e, s));
+  EXPECT_EQ(cudaEventRecord(e, s), cudaErrorUnknown);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+  EXPECT_EQ(cudaEventQuery(e), cudaErrorNotReady);  // the first record still stands
+  (void)cudaGetLastError();
+  ASSERT_EQ(cudasim_fail_nth_call(0, "event_query", 1), 0);
+  EXPECT_EQ(cudaEventQuery(e), cudaErrorUnknown);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+  ASSERT_EQ(cudasim_release_stream(s), 0);
+  ASSERT_CUDA(cudaEventQuery(e));
+  EXPECT_EQ(counted(0), str({.event_create = 2, .event_record = 2, .event_query = 3}));
+  EXPECT_EQ(cudasim_fail_nth_call(0, "event_destroy", 1), -1);  // not a kind
+  ASSERT_CUDA(cudaEventDestroy(e));
+  ASSERT_CUDA(cudaStreamDestroy(s));
+  EXPECT_EQ(counted(1), str({}));
 }
 
 TEST_F(CallCounts, VmmSucceededOrFailed) {
@@ -185,7 +217,8 @@ TEST_F(CallCounts, EachCallCountsOnItsDevice) {
   ASSERT_CUDA(cudaFreeAsync(p0, s1));       // 0: the pointer's
   ASSERT_CUDA(cudaDeviceSynchronize());     // 0
   EXPECT_EQ(counted(0), str({.malloc = 1, .free = 1, .synchronize = 1}));
-  EXPECT_EQ(counted(1), str({.malloc = 2, .free = 2, .synchronize = 3}));
+  EXPECT_EQ(counted(1),
+            str({.malloc = 2, .free = 2, .synchronize = 3, .event_create = 1, .event_record = 1}));
 
   ASSERT_EQ(cudasim_reset_counters(0), 0);
   ASSERT_EQ(cudasim_reset_counters(1), 0);

@@ -81,6 +81,11 @@ typedef struct cudasim_call_counts {
                             cudaEventSynchronize, cuCtxSynchronize */
   uint64_t reserve;      /* cuMemAddressReserve */
   uint64_t address_free; /* cuMemAddressFree */
+  /* Event calls (what a stream-aware allocator makes around record_stream); not memory calls:
+   * tools that total device memory calls leave them out. */
+  uint64_t event_create; /* cudaEventCreate, cudaEventCreateWithFlags */
+  uint64_t event_record; /* cudaEventRecord, cudaEventRecordWithFlags */
+  uint64_t event_query;  /* cudaEventQuery */
 } cudasim_call_counts;
 
 CUDASIM_WEAK int cudasim_get_call_counts(int device, cudasim_call_counts* out);
@@ -96,7 +101,8 @@ CUDASIM_WEAK int cudasim_fail_nth_allocation(int device, int n);
 
 /* The nth call of one kind from now on (1 = the next one) on this device fails, once, before
  * doing anything: kind is a field name of cudasim_call_counts ("malloc", "free", "create",
- * "release", "map", "unmap", "set_access", "synchronize", "reserve", "address_free"). Calls
+ * "release", "map", "unmap", "set_access", "synchronize", "reserve", "address_free",
+ * "event_create", "event_record", "event_query"). Calls
  * that allocate (malloc, create, map, set_access, reserve) fail with out of memory
  * (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY), the others with an unknown error
  * (cudaErrorUnknown, CUDA_ERROR_UNKNOWN). The call is counted as usual. n = 0 cancels; one

@@ -95,6 +95,9 @@ int cudasim_fail_nth_call(int device, const char* kind, int n) {
       {"synchronize", &cudasim_call_counts::synchronize},
       {"reserve", &cudasim_call_counts::reserve},
       {"address_free", &cudasim_call_counts::address_free},
+      {"event_create", &cudasim_call_counts::event_create},
+      {"event_record", &cudasim_call_counts::event_record},
+      {"event_query", &cudasim_call_counts::event_query},
   };
   State& s = state();
   std::lock_guard lock(s.mutex);

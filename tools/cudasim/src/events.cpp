@@ -35,6 +35,9 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int fl
   std::lock_guard lock(s.mutex);
   Event* e = find_event(s, event);
   StreamId id = 0;
+  if (count_call(s, e == nullptr ? -1 : e->device, &cudasim_call_counts::event_record)) {
+    return finish(injected_error(&cudasim_call_counts::event_record));
+  }
   if (e == nullptr) return finish(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = resolve_stream(s, stream, mode, &id); error != cudaSuccess) {
     return finish(error);
@@ -88,6 +91,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   }
   State& s = state();
   std::lock_guard lock(s.mutex);
+  if (count_call(s, current_device(), &cudasim_call_counts::event_create)) {
+    return finish(injected_error(&cudasim_call_counts::event_create));
+  }
   const EventId id = s.next_event++;
   Event& e = s.events[id];
   e.device = current_device();
@@ -125,6 +131,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const Event* e = find_event(s, event);
+  if (count_call(s, e == nullptr ? -1 : e->device, &cudasim_call_counts::event_query)) {
+    return finish(injected_error(&cudasim_call_counts::event_query));
+  }
   if (e == nullptr) return finish(cudaErrorInvalidResourceHandle);
   return event_done(s, *e) ? cudaSuccess : cudaErrorNotReady;
 }
