@@ -33,37 +33,29 @@ cudaError_t StreamEvents::record(int device, Block* block) {
 }
 
 cudaError_t StreamEvents::process_ready(const Completion& done) {
-  cudaError_t first_error = cudaSuccess;
-  for (auto it = queues_.begin(); it != queues_.end();) {
-    auto& queue = it->second;
-    while (!queue.empty()) {
-      const auto [event, block] = queue.front();
-      const cudaError_t status = device_api::query_event(event);
-      if (status == cudaErrorNotReady) break;
-      if (status != cudaSuccess) {
-        // A failed query says nothing about the stream's work: the block stays pending (asked
-        // again at the next allocation, waited for by synchronize_all). Freeing it here let
-        // another stream reuse memory still in use (found by the fault sweep).
-        logger().error("cudaEventQuery failed: {}", device_api::error_string(status));
-        if (first_error == cudaSuccess) first_error = status;
-        break;
-      }
-      complete_front(queue, done);
-    }
-    it = queue.empty() ? queues_.erase(it) : std::next(it);
-  }
-  return first_error;
+  return drain(done, /*wait=*/false);
 }
 
 cudaError_t StreamEvents::synchronize_all(const Completion& done) {
+  return drain(done, /*wait=*/true);
+}
+
+cudaError_t StreamEvents::drain(const Completion& done, bool wait) {
   cudaError_t first_error = cudaSuccess;
   for (auto it = queues_.begin(); it != queues_.end();) {
     auto& queue = it->second;
     while (!queue.empty()) {
-      // Waited for: done, whatever a query would say.
-      const cudaError_t status = device_api::synchronize_event(queue.front().first);
+      // Waited for, an event is done whatever a query would say. A failed query says nothing
+      // about the stream's work: the block stays pending (asked again at the next allocation,
+      // waited for by synchronize_all); freeing it let another stream reuse memory still in
+      // use (found by the fault sweep).
+      const cudaEvent_t event = queue.front().first;
+      const cudaError_t status =
+          wait ? device_api::synchronize_event(event) : device_api::query_event(event);
+      if (status == cudaErrorNotReady && !wait) break;
       if (status != cudaSuccess) {
-        logger().error("cudaEventSynchronize failed: {}", device_api::error_string(status));
+        logger().error("{} failed: {}", wait ? "cudaEventSynchronize" : "cudaEventQuery",
+                       device_api::error_string(status));
         if (first_error == cudaSuccess) first_error = status;
         break;
       }

@@ -38,6 +38,9 @@ class StreamEvents {
 
  private:
   using Queue = std::deque<std::pair<cudaEvent_t, Block*>>;
+  // Completes events from the front of each queue: waiting for each (wait), or while a query
+  // says done.
+  cudaError_t drain(const Completion& done, bool wait);
   // Destroys the front event of `queue`; its block is done when it was the block's last.
   void complete_front(Queue& queue, const Completion& done);
 

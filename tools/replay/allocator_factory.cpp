@@ -34,6 +34,16 @@ bool is_cudacache_name(const std::string& name) {
          name.starts_with(kCudacachePrefix);
 }
 
+#if CUDACACHE_REPLAY_WITH_CUDACACHE
+// The CUDACACHE_CONF string behind a cudacache-based name (is_cudacache_name).
+std::string cudacache_options_of(const std::string& name) {
+  if (name == "cudacache") return "";
+  if (name == "pytorch") return kPyTorchNativeConfig;
+  if (name == "pytorch-expandable") return kPyTorchExpandableConfig;
+  return name.substr(kCudacachePrefix.size());
+}
+#endif
+
 }  // namespace
 
 bool cudacache_adapter_built() { return CUDACACHE_REPLAY_WITH_CUDACACHE != 0; }
@@ -65,9 +75,7 @@ void validate_allocator_name(const std::string& name) {
   if (is_torch_allocator(name)) return check_torch_available(name);
   if (!is_cudacache_name(name)) unknown_allocator(name);
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
-  if (name.starts_with(kCudacachePrefix))
-    validate_cudacache_config(name.substr(kCudacachePrefix.size()));
-  if (name == "pytorch-expandable") validate_cudacache_config(kPyTorchExpandableConfig);
+  validate_cudacache_config(cudacache_options_of(name));
 #else
   cudacache_not_built(name);
 #endif
@@ -87,10 +95,7 @@ std::string allocator_config_string(const std::string& name) {
   if (name == "torch-expandable") return "expandable_segments:True";
   if (!is_cudacache_name(name)) unknown_allocator(name);
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
-  if (name == "cudacache") return cudacache_config_string("");
-  if (name == "pytorch") return cudacache_config_string(kPyTorchNativeConfig);
-  if (name == "pytorch-expandable") return cudacache_config_string(kPyTorchExpandableConfig);
-  return cudacache_config_string(name.substr(kCudacachePrefix.size()));
+  return cudacache_config_string(cudacache_options_of(name));
 #else
   cudacache_not_built(name);
 #endif
@@ -101,10 +106,7 @@ std::unique_ptr<ReplayAllocator> make_replay_allocator(const std::string& name) 
   if (name == "cub") return make_cub_allocator();
   if (!is_cudacache_name(name)) unknown_allocator(name);
 #if CUDACACHE_REPLAY_WITH_CUDACACHE
-  if (name == "cudacache") return make_cudacache_allocator("");
-  if (name == "pytorch") return make_cudacache_allocator(kPyTorchNativeConfig);
-  if (name == "pytorch-expandable") return make_cudacache_allocator(kPyTorchExpandableConfig);
-  return make_cudacache_allocator(name.substr(kCudacachePrefix.size()));
+  return make_cudacache_allocator(cudacache_options_of(name));
 #else
   cudacache_not_built(name);
 #endif
