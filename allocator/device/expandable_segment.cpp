@@ -55,10 +55,27 @@ ExpandableSegment::ExpandableSegment(SegmentBackend& backend, std::uintptr_t bas
       stream_(stream) {}
 
 ExpandableSegment::~ExpandableSegment() {
-  AddressRange unmapped;
-  if (const cudaError_t error = unmap(base_, size_, &unmapped); error != cudaSuccess) {
-    logger().error("device {}: unmapping expandable segment pages failed: {}", backend_.device(),
-                   device_api::error_string(error));
+  // Teardown gives back every page it can: one failed call keeps at most the page it was for
+  // (the driver still has it), never the pages after it. If even the device synchronize that
+  // stands in for a failed stream synchronize fails (a broken context), the pages go anyway:
+  // nothing can wait for that stream any more, and keeping them would only leak them.
+  if (!pages_.empty()) {
+    if (const cudaError_t error = device_api::synchronize_stream(backend_.device(), stream_);
+        error != cudaSuccess) {
+      logger().error("device {}: synchronizing before unmapping pages failed: {}",
+                     backend_.device(), device_api::error_string(error));
+    }
+  }
+  for (const auto& [address, page] : pages_) {
+    if (const cudaError_t error = backend_.unmap(address, page.size); error != cudaSuccess) {
+      logger().error("device {}: unmapping the page at {:#x} failed: {}", backend_.device(),
+                     address, device_api::error_string(error));
+      continue;
+    }
+    if (const cudaError_t error = backend_.release_page(page.handle); error != cudaSuccess) {
+      logger().error("device {}: cuMemRelease failed: {}", backend_.device(),
+                     device_api::error_string(error));
+    }
   }
   if (const cudaError_t error = backend_.unreserve(base_, size_); error != cudaSuccess) {
     logger().error("device {}: freeing the address range at {:#x} failed: {}", backend_.device(),

@@ -67,6 +67,34 @@ void expect_marked(void* p, std::size_t size, unsigned char tag) {
   }
 }
 
+// One worker of ThreadsShareOneDeviceAllocator: random allocations and frees on its own
+// stream, each block tagged and checked before its free.
+void run_worker(DeviceAllocator& allocator, LiveRanges& ranges,
+                const std::vector<cudaStream_t>& streams, int t) {
+  std::mt19937 random(static_cast<unsigned>(t + 11));
+  std::vector<std::pair<void*, std::size_t>> mine;
+  for (int i = 0; i < kIterations; ++i) {
+    if (mine.size() < kMaxLivePerThread && random() % 3 != 0) {
+      const std::size_t size = std::size_t{1} << (random() % 25);
+      void* p = allocator.allocate(size, streams[t]);
+      ranges.add(p, size);
+      mark(p, size, static_cast<unsigned char>(t + 1), streams[t]);
+      if (random() % 5 == 0) allocator.record_stream(p, streams[(t + 1) % kThreads]);
+      mine.emplace_back(p, size);
+    } else if (!mine.empty()) {
+      const std::size_t index = random() % mine.size();
+      expect_marked(mine[index].first, mine[index].second, static_cast<unsigned char>(t + 1));
+      ranges.remove(mine[index].first);
+      allocator.deallocate(mine[index].first);
+      mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(index));
+    }
+  }
+  for (auto& [p, size] : mine) {
+    ranges.remove(p);
+    allocator.deallocate(p);
+  }
+}
+
 TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
   CUDACACHE_REQUIRE_CUDASIM();
   std::vector<cudaStream_t> streams(kThreads, nullptr);
@@ -83,34 +111,26 @@ TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
                   static_cast<std::int64_t>(kThreads * kMaxLivePerThread));
         // Active blocks (allocated, or freed with events pending) hold what was asked of them.
         EXPECT_GE(s.active_bytes[kAllPools].current, s.requested_bytes[kAllPools].current);
-        if (s.allocation[kAllPools].current % 7 == 0) allocator.empty_cache();
+        if (s.allocation[kAllPools].current % 7 == 0) {
+          try {
+            allocator.empty_cache();
+          } catch (const Error& error) {
+            ADD_FAILURE() << "observer: " << error.what();
+          }
+        }
         std::this_thread::yield();
       }
     });
     std::vector<std::thread> workers;
     for (int t = 0; t < kThreads; ++t) {
       workers.emplace_back([&, t] {
-        std::mt19937 random(static_cast<unsigned>(t + 11));
-        std::vector<std::pair<void*, std::size_t>> mine;
-        for (int i = 0; i < kIterations; ++i) {
-          if (mine.size() < kMaxLivePerThread && random() % 3 != 0) {
-            const std::size_t size = std::size_t{1} << (random() % 25);
-            void* p = allocator.allocate(size, streams[t]);
-            ranges.add(p, size);
-            mark(p, size, static_cast<unsigned char>(t + 1), streams[t]);
-            if (random() % 5 == 0) allocator.record_stream(p, streams[(t + 1) % kThreads]);
-            mine.emplace_back(p, size);
-          } else if (!mine.empty()) {
-            const std::size_t index = random() % mine.size();
-            expect_marked(mine[index].first, mine[index].second, static_cast<unsigned char>(t + 1));
-            ranges.remove(mine[index].first);
-            allocator.deallocate(mine[index].first);
-            mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(index));
-          }
-        }
-        for (auto& [p, size] : mine) {
-          ranges.remove(p);
-          allocator.deallocate(p);
+        // An error is this test's failure, not the process's end (the fault sweep fails calls).
+        try {
+          run_worker(allocator, ranges, streams, t);
+        } catch (const Error& error) {
+          ADD_FAILURE() << "thread " << t << ": " << error.what();
+        } catch (const std::bad_alloc& error) {
+          ADD_FAILURE() << "thread " << t << ": " << error.what();
         }
       });
     }
@@ -124,7 +144,6 @@ TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
   EXPECT_EQ(testing::sim_counters().in_use_bytes, 0u);
   for (int t = 1; t < kThreads; ++t) cudaStreamDestroy(streams[t]);
 }
-
 TEST(Concurrency, ThreadsShareTheCApi) {
   CUDACACHE_REQUIRE_CUDASIM();
   std::vector<std::thread> workers;

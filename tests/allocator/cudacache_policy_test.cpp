@@ -84,7 +84,8 @@ TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {
     allocator.record_stream(a, side);
     HeldStream held(side);
     allocator.deallocate(a);  // pending on side: not free, its pages cannot move yet
-    std::thread releaser([&held] {
+    // jthread: joined also when the allocation throws (the fault sweep fails its calls).
+    std::jthread releaser([&held] {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       held.release();
     });

@@ -202,6 +202,43 @@ TEST_F(ExpandableSegments, ADriverErrorWhileMappingIsAnErrorThatLosesNothing) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Found by the suite-wide fault sweep (tests/fault_sweep): teardown stopped at the first failed
+// unmap, so the driver kept every page after it too.
+TEST_F(ExpandableSegments, TeardownGivesBackEveryPageAFailedCallDidNotKeep) {
+  // Three 20 MiB pages, then the allocator is destroyed with the nth `kind` call of its
+  // teardown failing (n = 0: none), for every n that teardown makes.
+  const auto teardown = [](const char* kind, int n) {
+    const std::uint64_t before = sim_counters().in_use_bytes;
+    std::uint64_t calls = 0;
+    {
+      DeviceAllocator allocator(0, options());
+      allocator.deallocate(allocator.allocate(50 * kMiB, nullptr));
+      EXPECT_EQ(sim_counters().in_use_bytes - before, 60 * kMiB);
+      calls = sim_calls().synchronize + sim_calls().unmap;
+      EXPECT_EQ(cudasim_fail_nth_call(0, kind, n), 0);
+    }
+    EXPECT_EQ(cudasim_fail_nth_call(0, kind, 0), 0);
+    calls = sim_calls().synchronize + sim_calls().unmap - calls;
+    return std::pair{sim_counters().in_use_bytes - before, calls};
+  };
+  const auto [clean_kept, clean_calls] = teardown("synchronize", 0);
+  EXPECT_EQ(clean_kept, 0u);
+  EXPECT_GE(clean_calls, 4u);  // a synchronize, then one unmap per page
+  for (const char* kind : {"synchronize", "unmap"}) {
+    for (int n = 1; n <= static_cast<int>(clean_calls); ++n) {
+      SCOPED_TRACE(std::string(kind) + " call " + std::to_string(n) + " of teardown fails");
+      // A failed unmap keeps its one page (the driver still has it mapped), never the others.
+      // A failed synchronize keeps nothing: one failure never stops teardown, since a failed
+      // stream synchronize falls back to synchronizing the device.
+      const std::uint64_t expected = std::string(kind) == "unmap" && n <= 3 ? 20 * kMiB : 0;
+      const std::uint64_t kept = teardown(kind, n).first;
+      EXPECT_EQ(kept, expected);
+      // The next round gets the same free memory.
+      ASSERT_EQ(cudasim_set_capacity(0, cudasim_get_capacity(0) + kept), 0);
+    }
+  }
+}
+
 TEST_F(ExpandableSegments, BackendOfAnotherDeviceIsRejected) {
   try {
     DeviceAllocator allocator(0, options(), nullptr, std::make_unique<MallocSegmentBackend>(1));

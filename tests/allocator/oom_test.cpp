@@ -194,7 +194,8 @@ TEST_F(OomTest, SearchesThePoolAgainAfterWaitingForEvents) {
   HeldStream held(side);
   allocator.deallocate(b);  // pending on side
   allocator.deallocate(c);  // 50 MiB free, cannot merge with pending b
-  std::thread releaser([&held] {
+  // jthread: joined also when the allocation throws (the fault sweep fails its calls).
+  std::jthread releaser([&held] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     held.release();
   });

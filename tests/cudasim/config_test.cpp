@@ -1,6 +1,7 @@
 // Environment configuration and the exit report, checked by running the probe program with
 // chosen variables. Also: an unimplemented runtime function fails loudly, naming itself.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <regex>
@@ -58,14 +59,32 @@ TEST_F(Config, DeviceCount) {
 
 TEST_F(Config, BadValuesStopTheProgramAtLoad) {
   const std::pair<const char*, const char*> cases[] = {
-      {"CUDASIM_CAPACITY", "banana"}, {"CUDASIM_CAPACITY", "1.5GiB"},
-      {"CUDASIM_CAPACITY", "12XB"},   {"CUDASIM_CAPACITY", "0"},
-      {"CUDASIM_CAPACITY", ""},       {"CUDASIM_CAPACITY", "99999999999999999999"},
-      {"CUDASIM_DEVICES", "0"},       {"CUDASIM_DEVICES", "999"},
-      {"CUDASIM_DEVICES", "2x"},      {"CUDASIM_DEVICES", "-1"},
-      {"CUDASIM_DEVICES", " 2"},      {"CUDASIM_DEVICES", "+2"},
-      {"CUDASIM_REPORT", "yes"},      {"CUDASIM_VMM", "no"},
-      {"CUDASIM_VMM", "2"},           {"CUDASIM_VMM", " 0"},
+      {"CUDASIM_CAPACITY", "banana"},
+      {"CUDASIM_CAPACITY", "1.5GiB"},
+      {"CUDASIM_CAPACITY", "12XB"},
+      {"CUDASIM_CAPACITY", "0"},
+      {"CUDASIM_CAPACITY", ""},
+      {"CUDASIM_CAPACITY", "99999999999999999999"},
+      {"CUDASIM_DEVICES", "0"},
+      {"CUDASIM_DEVICES", "999"},
+      {"CUDASIM_DEVICES", "2x"},
+      {"CUDASIM_DEVICES", "-1"},
+      {"CUDASIM_DEVICES", " 2"},
+      {"CUDASIM_DEVICES", "+2"},
+      {"CUDASIM_REPORT", "yes"},
+      {"CUDASIM_VMM", "no"},
+      {"CUDASIM_VMM", "2"},
+      {"CUDASIM_VMM", " 0"},
+      {"CUDASIM_FAIL_NTH", "bogus:1"},
+      {"CUDASIM_FAIL_NTH", "free"},
+      {"CUDASIM_FAIL_NTH", "free:0"},
+      {"CUDASIM_FAIL_NTH", "free:x"},
+      {"CUDASIM_FAIL_NTH", "free:1x"},
+      {"CUDASIM_FAIL_NTH", "free:1@"},
+      {"CUDASIM_FAIL_NTH", "free:1@1"},
+      {"CUDASIM_FAIL_NTH", "free:-1"},
+      {"CUDASIM_FAIL_NTH", "free:99999999999"},
+      {"CUDASIM_FAIL_NTH", "free:1@99999999999999999999"},
   };
   for (const auto& [name, value] : cases) {
     const ProbeRun run = run_probe(std::string(name) + "='" + value + "'", "devices");
@@ -121,6 +140,55 @@ TEST_F(Config, VmmCanBeUnsupported) {
     EXPECT_EQ(run.exit_code, 0) << on << ": " << run.output;
     EXPECT_EQ(run.output, "device 0: vmm=1 create=0 granularity=0\nmalloc=0\n") << on;
   }
+}
+
+std::string read_file(const std::string& path) {
+  std::string text;
+  if (FILE* file = std::fopen(path.c_str(), "r")) {
+    char buffer[512];
+    while (std::fgets(buffer, sizeof(buffer), file) != nullptr) text += buffer;
+    std::fclose(file);
+  }
+  return text;
+}
+
+// CUDASIM_CALL_REPORT: the calls of the whole run by kind, what a fault sweep reads; with
+// CUDASIM_FAIL_NTH, which device had a call failed and the bytes a failed free kept.
+TEST_F(Config, CallReportAndFailNth) {
+  char path[] = "/tmp/cudasim-call-report-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string report = std::string("CUDASIM_CALL_REPORT=") + path;
+  const ProbeRun clean = run_probe(report, "alloc");
+  EXPECT_EQ(clean.exit_code, 0) << clean.output;
+  EXPECT_EQ(read_file(path),
+            "device 0 malloc 4\ndevice 0 free 2\ndevice 0 create 1\ndevice 0 release 1\n"
+            "device 0 map 1\ndevice 0 unmap 1\ndevice 0 set_access 1\n"
+            "device 0 synchronize 1\ndevice 0 reserve 1\ndevice 0 address_free 1\n");
+  // The second cudaFree (of 2048 bytes) fails: the probe stops there.
+  const ProbeRun failed_free = run_probe(report + " CUDASIM_FAIL_NTH=free:2", "alloc");
+  EXPECT_EQ(failed_free.exit_code, 1);
+  EXPECT_EQ(failed_free.output, "probe: cudaMalloc/cudaFree failed\n");
+  EXPECT_EQ(read_file(path), "device 0 malloc 3\ndevice 0 free 2\ninjected 0 2048\nfired 0\n");
+  // A failed map keeps nothing; only the device whose call failed is named.
+  const ProbeRun failed_map =
+      run_probe(report + " CUDASIM_DEVICES=2 CUDASIM_FAIL_NTH=map:1@0", "alloc");
+  EXPECT_EQ(failed_map.exit_code, 1);
+  EXPECT_EQ(failed_map.output, "probe: VMM failed\n");
+  EXPECT_EQ(read_file(path),
+            "device 0 malloc 3\ndevice 0 free 2\ndevice 0 create 1\ndevice 0 map 1\n"
+            "device 0 reserve 1\ninjected 0 0\nfired 0\n");
+  // A call of device 1 is asked to fail; the probe uses device 0 only, so nothing fails.
+  const ProbeRun elsewhere =
+      run_probe(report + " CUDASIM_DEVICES=2 CUDASIM_FAIL_NTH=malloc:1@1", "alloc");
+  EXPECT_EQ(elsewhere.exit_code, 0) << elsewhere.output;
+  EXPECT_EQ(read_file(path).find("injected"), std::string::npos);
+  // A failed unmap keeps the 2 MiB page mapped.
+  const ProbeRun failed_unmap = run_probe(report + " CUDASIM_FAIL_NTH=unmap:1", "alloc");
+  EXPECT_EQ(failed_unmap.exit_code, 1);
+  EXPECT_NE(read_file(path).find("injected 0 2097152\nfired 0\n"), std::string::npos);
+  std::remove(path);
 }
 
 TEST_F(Config, NoReportByDefault) {

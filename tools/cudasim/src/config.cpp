@@ -6,11 +6,16 @@
 //   CUDASIM_VERBOSE   1: log to stderr every driver function looked up by name
 //                     (cudaGetDriverEntryPoint*, cuGetProcAddress) that cudasim lacks
 //   CUDASIM_VMM       0: no device supports the driver's VMM API (default 1: all do)
+//   CUDASIM_FAIL_NTH  KIND:N[@DEVICE]: the Nth call of KIND (a cudasim_call_counts field name)
+//                     on DEVICE (default 0) fails, as cudasim_fail_nth_call does (empty: none)
+//   CUDASIM_CALL_REPORT  PATH: at exit, write every device's calls by kind since load (never
+//                     reset) and whether a CUDASIM_FAIL_NTH failure happened, to PATH
 // A bad value is fatal at load time: a simulator silently running with a default would make
 // tests pass for the wrong reason.
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +110,41 @@ Config load_config() {
     } else if (std::strcmp(v, "1") != 0 && v[0] != '\0') {
       bad_value("CUDASIM_VMM", v, "0 or 1");
     }
+  }
+  if (const char* v = std::getenv("CUDASIM_FAIL_NTH"); v != nullptr && v[0] != '\0') {
+    // KIND:N[@DEVICE], checked against the device count read above.
+    const char* colon = std::strchr(v, ':');
+    const std::string_view kind(v, colon == nullptr ? 0 : static_cast<size_t>(colon - v));
+    const char* expected =
+        "KIND:N[@DEVICE], KIND one of malloc, free, create, release, map, "
+        "unmap, set_access, synchronize, reserve, address_free, event_create, "
+        "event_record, event_query, N from 1, DEVICE an existing device";
+    const NamedCallKind* named = nullptr;
+    for (const NamedCallKind& candidate : kCallKinds) {
+      if (kind == candidate.name) named = &candidate;
+    }
+    if (named == nullptr) bad_value("CUDASIM_FAIL_NTH", v, expected);
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || errno != 0 || n < 1 || n > INT32_MAX) {
+      bad_value("CUDASIM_FAIL_NTH", v, expected);
+    }
+    long device = 0;
+    if (*end == '@') {
+      const char* digits = end + 1;
+      device = std::strtol(digits, &end, 10);
+      if (digits[0] < '0' || digits[0] > '9' || errno != 0 || device >= config.devices) {
+        bad_value("CUDASIM_FAIL_NTH", v, expected);
+      }
+    }
+    if (*end != '\0') bad_value("CUDASIM_FAIL_NTH", v, expected);
+    config.fail_kind = named->name;
+    config.fail_n = static_cast<int>(n);
+    config.fail_device = static_cast<int>(device);
+  }
+  if (const char* v = std::getenv("CUDASIM_CALL_REPORT"); v != nullptr && v[0] != '\0') {
+    config.call_report = strdup(v);  // the program may change its environment later
   }
   return config;
 }

@@ -1,9 +1,6 @@
 // The test controls declared in cudasim.h.
 #include "api.h"
 
-#include <cstring>
-#include <utility>
-
 namespace cudasim {
 
 namespace {
@@ -84,32 +81,16 @@ int cudasim_fail_nth_allocation(int device, int n) {
 }
 
 int cudasim_fail_nth_call(int device, const char* kind, int n) {
-  static constexpr std::pair<const char*, uint64_t cudasim_call_counts::*> kKinds[] = {
-      {"malloc", &cudasim_call_counts::malloc},
-      {"free", &cudasim_call_counts::free},
-      {"create", &cudasim_call_counts::create},
-      {"release", &cudasim_call_counts::release},
-      {"map", &cudasim_call_counts::map},
-      {"unmap", &cudasim_call_counts::unmap},
-      {"set_access", &cudasim_call_counts::set_access},
-      {"synchronize", &cudasim_call_counts::synchronize},
-      {"reserve", &cudasim_call_counts::reserve},
-      {"address_free", &cudasim_call_counts::address_free},
-      {"event_create", &cudasim_call_counts::event_create},
-      {"event_record", &cudasim_call_counts::event_record},
-      {"event_query", &cudasim_call_counts::event_query},
-  };
   State& s = state();
   std::lock_guard lock(s.mutex);
   Device* d = find_device(s, device);
   if (d == nullptr || kind == nullptr || n < 0) return -1;
-  for (const auto& [name, member] : kKinds) {
-    if (std::strcmp(name, kind) != 0) continue;
-    d->fail_kind = n == 0 ? nullptr : member;
-    d->fail_kind_countdown = n;
-    return 0;
-  }
-  return -1;
+  const CallKind member = call_kind_named(kind);
+  if (member == nullptr) return -1;
+  d->fail_kind = n == 0 ? nullptr : member;
+  d->fail_kind_countdown = n;
+  d->fail_from_env = false;  // a test's own failure replaces CUDASIM_FAIL_NTH's
+  return 0;
 }
 
 int cudasim_set_vmm_supported(int device, int supported) {

@@ -171,6 +171,8 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream mode) {
     const int device = allocation_device(s, address);
     if (count_call(s, device >= 0 || stream_error != cudaSuccess ? device : s.streams.at(id).device,
                    &cudasim_call_counts::free)) {
+      const auto it = s.allocations.find(address);
+      if (it != s.allocations.end()) note_kept_allocation(s, it->second.device, address);
       return finish(injected_error(&cudasim_call_counts::free));
     }
   }
@@ -215,6 +217,8 @@ cudaError_t cudaFree(void* devPtr) {
   std::lock_guard lock(s.mutex);
   const auto address = reinterpret_cast<uintptr_t>(devPtr);
   if (count_call(s, allocation_device(s, address), &cudasim_call_counts::free)) {
+    const auto it = s.allocations.find(address);
+    if (it != s.allocations.end()) note_kept_allocation(s, it->second.device, address);
     return finish(injected_error(&cudasim_call_counts::free));
   }
   const auto it = s.allocations.find(address);

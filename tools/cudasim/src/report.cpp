@@ -12,9 +12,36 @@ namespace cudasim {
 
 namespace {
 
+// CUDASIM_CALL_REPORT=PATH: one line per device and kind called at least once since load,
+// "device D KIND COUNT", then "injected D KEPT" for each device where a CUDASIM_FAIL_NTH (or
+// cudasim_fail_nth_call) failure happened, KEPT the bytes that failed cudaFree, cuMemRelease
+// or cuMemUnmap calls kept and that are still alive now, and "fired D" where the failure
+// CUDASIM_FAIL_NTH asked for happened. Tools that sweep faults read it.
+void write_call_report(const State& s) {
+  std::FILE* file = std::fopen(s.call_report, "w");
+  if (file == nullptr) {
+    std::fprintf(stderr, "cudasim: cannot write CUDASIM_CALL_REPORT='%s'\n", s.call_report);
+    return;
+  }
+  for (size_t device = 0; device < s.devices.size(); ++device) {
+    const Device& d = s.devices[device];
+    for (const NamedCallKind& named : kCallKinds) {
+      const uint64_t count = d.lifetime_calls.*named.kind;
+      if (count > 0) std::fprintf(file, "device %zu %s %" PRIu64 "\n", device, named.name, count);
+    }
+    if (d.injected) {
+      std::fprintf(file, "injected %zu %" PRIu64 "\n", device,
+                   kept_bytes_alive(s, static_cast<int>(device)));
+    }
+    if (d.env_fault_fired) std::fprintf(file, "fired %zu\n", device);
+  }
+  std::fclose(file);
+}
+
 __attribute__((destructor)) void report_at_exit() {
   State& s = state();
   std::lock_guard lock(s.mutex);
+  if (s.call_report != nullptr) write_call_report(s);
   if (!s.report) return;
   cudasim_counters total{};
   cudasim_call_counts calls{};

@@ -2,6 +2,7 @@
 #include "state.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace cudasim {
 
@@ -19,6 +20,13 @@ State* make_state() {
     s->devices[i].legacy_stream =
         create_stream(*s, static_cast<int>(i), StreamKind::Legacy, cudaStreamDefault, 0);
   }
+  if (config.fail_kind != nullptr) {
+    Device& d = s->devices[static_cast<size_t>(config.fail_device)];
+    d.fail_kind = call_kind_named(config.fail_kind);
+    d.fail_kind_countdown = config.fail_n;
+    d.fail_from_env = true;
+  }
+  s->call_report = config.call_report;
   return s;
 }
 
@@ -39,14 +47,85 @@ bool valid_device(const State& s, int device) {
   return device >= 0 && static_cast<size_t>(device) < s.devices.size();
 }
 
+const NamedCallKind kCallKinds[13] = {
+    {"malloc", &cudasim_call_counts::malloc},
+    {"free", &cudasim_call_counts::free},
+    {"create", &cudasim_call_counts::create},
+    {"release", &cudasim_call_counts::release},
+    {"map", &cudasim_call_counts::map},
+    {"unmap", &cudasim_call_counts::unmap},
+    {"set_access", &cudasim_call_counts::set_access},
+    {"synchronize", &cudasim_call_counts::synchronize},
+    {"reserve", &cudasim_call_counts::reserve},
+    {"address_free", &cudasim_call_counts::address_free},
+    {"event_create", &cudasim_call_counts::event_create},
+    {"event_record", &cudasim_call_counts::event_record},
+    {"event_query", &cudasim_call_counts::event_query},
+};
+
+CallKind call_kind_named(const char* name) {
+  for (const NamedCallKind& named : kCallKinds) {
+    if (std::strcmp(named.name, name) == 0) return named.kind;
+  }
+  return nullptr;
+}
+
 bool count_call(State& s, int device, CallKind kind) {
   if (!valid_device(s, device)) device = current_device();
   if (!valid_device(s, device)) return false;
   Device& d = s.devices[static_cast<size_t>(device)];
   ++(d.calls.*kind);
+  ++(d.lifetime_calls.*kind);
   if (d.fail_kind != kind || --d.fail_kind_countdown > 0) return false;
   d.fail_kind = nullptr;
+  d.injected = true;
+  if (d.fail_from_env) d.env_fault_fired = true;
   return true;
+}
+
+void note_kept_allocation(State& s, int device, uintptr_t address) {
+  if (valid_device(s, device)) {
+    s.devices[static_cast<size_t>(device)].kept_allocations.push_back(address);
+  }
+}
+
+void note_kept_handle(State& s, int device, uint64_t handle) {
+  if (valid_device(s, device))
+    s.devices[static_cast<size_t>(device)].kept_handles.push_back(handle);
+}
+
+void note_kept_mapping(State& s, int device, uintptr_t address) {
+  if (valid_device(s, device)) {
+    s.devices[static_cast<size_t>(device)].kept_mappings.push_back(address);
+  }
+}
+
+uint64_t kept_bytes_alive(const State& s, int device) {
+  const Device& d = s.devices[static_cast<size_t>(device)];
+  uint64_t bytes = 0;
+  for (const uintptr_t address : d.kept_allocations) {
+    const auto it = s.allocations.find(address);
+    if (it != s.allocations.end()) bytes += it->second.bytes;
+  }
+  // A handle's memory lives while it is unreleased or still mapped; a kept mapping holds its
+  // handle's memory (counted once if the handle was kept too).
+  std::vector<uint64_t> counted;
+  for (const uint64_t handle : d.kept_handles) {
+    const auto it = s.physical.find(handle);
+    if (it == s.physical.end()) continue;
+    if (std::find(counted.begin(), counted.end(), handle) != counted.end()) continue;
+    counted.push_back(handle);
+    bytes += it->second.bytes;
+  }
+  for (const uintptr_t address : d.kept_mappings) {
+    const auto mapping = s.mappings.find(address);
+    if (mapping == s.mappings.end()) continue;
+    const uint64_t handle = mapping->second.handle;
+    if (std::find(counted.begin(), counted.end(), handle) != counted.end()) continue;
+    counted.push_back(handle);
+    bytes += mapping->second.bytes;
+  }
+  return bytes;
 }
 
 CUresult injected_driver_error(CallKind kind) {

@@ -97,8 +97,19 @@ struct Device {
   size_t capacity = 0;
   cudasim_counters counters{};
   cudasim_call_counts calls{};  // cudasim_get_call_counts
-  bool vmm_supported = true;    // cudasim_set_vmm_supported, CUDASIM_VMM
-  int fail_countdown = 0;       // cudasim_fail_nth_allocation; 0 = none pending
+  // Every call since load, never reset (cudasim_reset_counters resets `calls`): what
+  // CUDASIM_CALL_REPORT writes at exit.
+  cudasim_call_counts lifetime_calls{};
+  bool injected = false;  // a call of this device failed by fail-nth-call (CUDASIM_CALL_REPORT)
+  bool fail_from_env = false;  // the armed failure is CUDASIM_FAIL_NTH's
+  bool env_fault_fired = false;
+  // What injected failures of cudaFree / cuMemRelease / cuMemUnmap left alive: an allocation's
+  // or mapping's address, or a handle. The report counts those still alive at exit.
+  std::vector<uintptr_t> kept_allocations;
+  std::vector<uint64_t> kept_handles;
+  std::vector<uintptr_t> kept_mappings;
+  bool vmm_supported = true;  // cudasim_set_vmm_supported, CUDASIM_VMM
+  int fail_countdown = 0;     // cudasim_fail_nth_allocation; 0 = none pending
   // cudasim_fail_nth_call: the kind whose call fails when its countdown reaches 0.
   uint64_t cudasim_call_counts::*fail_kind = nullptr;
   int fail_kind_countdown = 0;
@@ -116,6 +127,7 @@ struct State {
   std::vector<Device> devices;
   bool report = false;
   bool verbose = false;  // CUDASIM_VERBOSE=1: log lookups of driver functions cudasim lacks
+  const char* call_report = nullptr;  // CUDASIM_CALL_REPORT: file written at exit
   uint64_t total_in_use = 0;
   uint64_t total_peak = 0;
 
@@ -144,6 +156,11 @@ struct Config {
   bool report = false;
   bool verbose = false;
   bool vmm = true;  // CUDASIM_VMM
+  // CUDASIM_FAIL_NTH=KIND:N[@DEVICE]: as cudasim_fail_nth_call(DEVICE, KIND, N) at load.
+  const char* fail_kind = nullptr;  // a name of kCallKinds
+  int fail_n = 0;
+  int fail_device = 0;
+  const char* call_report = nullptr;  // CUDASIM_CALL_REPORT: file written at exit
 };
 
 // Reads CUDASIM_*; prints the problem and _exit(2)s on a bad value.
@@ -164,11 +181,26 @@ std::optional<int> device_attribute(cudaDeviceAttr attr, int device);
 // Returns true when cudasim_fail_nth_call chose this call to fail: the caller then returns
 // injected_error(kind) (or injected_driver_error) and does nothing else.
 using CallKind = uint64_t cudasim_call_counts::*;
+// Every counted kind with its name (cudasim_fail_nth_call, CUDASIM_FAIL_NTH, the call report).
+struct NamedCallKind {
+  const char* name;
+  CallKind kind;
+};
+extern const NamedCallKind kCallKinds[13];
+// The kind called `name`, or nullptr.
+CallKind call_kind_named(const char* name);
 [[nodiscard]] bool count_call(State& s, int device, CallKind kind);
 // What an injected failure returns: out of memory for the calls that allocate (cudaMalloc,
 // cuMemCreate, cuMemMap, cuMemSetAccess, cuMemAddressReserve), an unknown error otherwise.
 cudaError_t injected_error(CallKind kind);
 CUresult injected_driver_error(CallKind kind);
+// An injected failure of a call that gives memory back keeps it alive: CUDASIM_CALL_REPORT says
+// how much of it is still alive at exit, so that a fault sweep knows what a failed free left.
+void note_kept_allocation(State& s, int device, uintptr_t address);
+void note_kept_handle(State& s, int device, uint64_t handle);
+void note_kept_mapping(State& s, int device, uintptr_t address);
+// The bytes of a device's kept memory that are still alive.
+uint64_t kept_bytes_alive(const State& s, int device);
 
 // Records a failure as the thread's last error and returns it; success passes through.
 cudaError_t finish(cudaError_t error);

@@ -224,6 +224,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   const auto it = s.physical.find(handle);
   if (count_call(s, it == s.physical.end() ? -1 : it->second.device,
                  &cudasim_call_counts::release)) {
+    if (it != s.physical.end()) note_kept_handle(s, it->second.device, handle);
     return injected_driver_error(&cudasim_call_counts::release);
   }
   if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
@@ -270,6 +271,11 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, mapping_device(s, ptr), &cudasim_call_counts::unmap)) {
+    // Every mapping the call would have dropped stays.
+    for (auto it = s.mappings.lower_bound(ptr); it != s.mappings.end() && it->first < ptr + size;
+         ++it) {
+      note_kept_mapping(s, it->second.device, it->first);
+    }
     return injected_driver_error(&cudasim_call_counts::unmap);
   }
   if (size == 0 || !granular(ptr) || !granular(size) || !covered_by_mappings(s, ptr, size)) {
