@@ -165,7 +165,10 @@ def main():
     parser.add_argument("--heavy-per-kind", type=int, default=1,
                         help="at most this many N per heavy case and kind (0: every N)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--timeout", type=float, default=120, help="seconds per run")
+    parser.add_argument("--max-seconds", type=float, default=0,
+                        help="start no rerun after this many seconds (0: no limit); the "
+                        "summary counts the reruns left out")
     parser.add_argument("--kinds", default=",".join(KNOWN_KINDS))
     args = parser.parse_args()
 
@@ -201,13 +204,24 @@ def main():
                 per_kind = count if limit == 0 else limit
                 for n in spread(count, per_kind):
                     reruns.append((case, clean, device, kind, n))
-        futures = [pool.submit(run_case, case, {"CUDASIM_FAIL_NTH": f"{kind}:{n}@{device}"},
-                               args.timeout) for case, _, device, kind, n in reruns]
+        deadline = started + args.max_seconds if args.max_seconds > 0 else None
+
+        def rerun(case, device, kind, n):
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            return run_case(case, {"CUDASIM_FAIL_NTH": f"{kind}:{n}@{device}"}, args.timeout)
+
+        futures = [pool.submit(rerun, case, device, kind, n)
+                   for case, _, device, kind, n in reruns]
         outcomes = {}
         failures = []
         per_binary = {}
+        left_out = 0
         for (case, clean, device, kind, n), future in zip(reruns, futures):
             result = future.result()
+            if result is None:
+                left_out += 1
+                continue
             outcome = classify(result, clean)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             binary = os.path.basename(case["command"][0])
@@ -221,9 +235,8 @@ def main():
                 tail = "\n".join(result["output"].strip().splitlines()[-15:])
                 failures.append(f"{outcome}: {case['name']} with {kind} call {n} on device "
                                 f"{device} failing (rc {result['rc']})\n{tail}")
+                print(failures[-1], end="\n\n", flush=True)
 
-    for failure in failures:
-        print(failure, end="\n\n")
     for name in clean_failures:
         print(f"clean run failed (not swept): {name}")
     print(f"{'binary':<28} {'cases':>6} {'runs':>6} {'failed':>6} {'run s':>7}")
@@ -231,10 +244,11 @@ def main():
         print(f"{binary:<28} {len(row['cases']):>6} {row['runs']:>6} {row['failed']:>6} "
               f"{row['seconds']:>7.1f}")
     print("outcomes: " + ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items())))
-    print(f"{len(cases)} cases, {len(reruns)} reruns with one failing call, "
-          f"{time.monotonic() - started:.0f} s")
+    print(f"{len(cases)} cases, {len(reruns) - left_out} reruns with one failing call"
+          + (f" ({left_out} more left out by --max-seconds)" if left_out else "")
+          + f", {time.monotonic() - started:.0f} s")
     failed = len(failures) + len(clean_failures)
-    print(f"{len(reruns) - len(failures)} passed, {failed} failed")
+    print(f"{len(reruns) - left_out - len(failures)} passed, {failed} failed")
     return 1 if failed else 0
 
 
