@@ -189,6 +189,11 @@ TEST_F(Config, CallReportAndFailNth) {
   EXPECT_EQ(failed_unmap.exit_code, 1);
   EXPECT_NE(read_file(path).find("injected 0 2097152\nfired 0\n"), std::string::npos);
   std::remove(path);
+  // A report that cannot be written is said on stderr; the program's own result stands.
+  const ProbeRun unwritable = run_probe("CUDASIM_CALL_REPORT=/nonexistent-dir/report", "alloc");
+  EXPECT_EQ(unwritable.exit_code, 0) << unwritable.output;
+  EXPECT_EQ(unwritable.output,
+            "cudasim: cannot write CUDASIM_CALL_REPORT='/nonexistent-dir/report'\n");
 }
 
 TEST_F(Config, NoReportByDefault) {

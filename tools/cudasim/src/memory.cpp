@@ -172,7 +172,8 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream mode) {
     if (count_call(s, device >= 0 || stream_error != cudaSuccess ? device : s.streams.at(id).device,
                    &cudasim_call_counts::free)) {
       const auto it = s.allocations.find(address);
-      if (it != s.allocations.end()) note_kept_allocation(s, it->second.device, address);
+      if (it != s.allocations.end())
+        s.devices[static_cast<size_t>(it->second.device)].kept_allocations.push_back(address);
       return finish(injected_error(&cudasim_call_counts::free));
     }
   }
@@ -218,7 +219,8 @@ cudaError_t cudaFree(void* devPtr) {
   const auto address = reinterpret_cast<uintptr_t>(devPtr);
   if (count_call(s, allocation_device(s, address), &cudasim_call_counts::free)) {
     const auto it = s.allocations.find(address);
-    if (it != s.allocations.end()) note_kept_allocation(s, it->second.device, address);
+    if (it != s.allocations.end())
+      s.devices[static_cast<size_t>(it->second.device)].kept_allocations.push_back(address);
     return finish(injected_error(&cudasim_call_counts::free));
   }
   const auto it = s.allocations.find(address);

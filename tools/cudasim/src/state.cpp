@@ -83,23 +83,6 @@ bool count_call(State& s, int device, CallKind kind) {
   return true;
 }
 
-void note_kept_allocation(State& s, int device, uintptr_t address) {
-  if (valid_device(s, device)) {
-    s.devices[static_cast<size_t>(device)].kept_allocations.push_back(address);
-  }
-}
-
-void note_kept_handle(State& s, int device, uint64_t handle) {
-  if (valid_device(s, device))
-    s.devices[static_cast<size_t>(device)].kept_handles.push_back(handle);
-}
-
-void note_kept_mapping(State& s, int device, uintptr_t address) {
-  if (valid_device(s, device)) {
-    s.devices[static_cast<size_t>(device)].kept_mappings.push_back(address);
-  }
-}
-
 uint64_t kept_bytes_alive(const State& s, int device) {
   const Device& d = s.devices[static_cast<size_t>(device)];
   uint64_t bytes = 0;
@@ -107,23 +90,17 @@ uint64_t kept_bytes_alive(const State& s, int device) {
     const auto it = s.allocations.find(address);
     if (it != s.allocations.end()) bytes += it->second.bytes;
   }
-  // A handle's memory lives while it is unreleased or still mapped; a kept mapping holds its
-  // handle's memory (counted once if the handle was kept too).
+  // A handle's memory lives while it is unreleased or still mapped (then it stays in
+  // s.physical); a handle kept twice counts once.
   std::vector<uint64_t> counted;
   for (const uint64_t handle : d.kept_handles) {
     const auto it = s.physical.find(handle);
-    if (it == s.physical.end()) continue;
-    if (std::find(counted.begin(), counted.end(), handle) != counted.end()) continue;
+    if (it == s.physical.end() ||
+        std::find(counted.begin(), counted.end(), handle) != counted.end()) {
+      continue;
+    }
     counted.push_back(handle);
     bytes += it->second.bytes;
-  }
-  for (const uintptr_t address : d.kept_mappings) {
-    const auto mapping = s.mappings.find(address);
-    if (mapping == s.mappings.end()) continue;
-    const uint64_t handle = mapping->second.handle;
-    if (std::find(counted.begin(), counted.end(), handle) != counted.end()) continue;
-    counted.push_back(handle);
-    bytes += mapping->second.bytes;
   }
   return bytes;
 }

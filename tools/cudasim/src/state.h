@@ -103,11 +103,11 @@ struct Device {
   bool injected = false;  // a call of this device failed by fail-nth-call (CUDASIM_CALL_REPORT)
   bool fail_from_env = false;  // the armed failure is CUDASIM_FAIL_NTH's
   bool env_fault_fired = false;
-  // What injected failures of cudaFree / cuMemRelease / cuMemUnmap left alive: an allocation's
-  // or mapping's address, or a handle. The report counts those still alive at exit.
+  // What injected failures of cudaFree (an allocation's address) and of cuMemRelease or
+  // cuMemUnmap (the handles whose memory they kept) left alive; the report counts what of it is
+  // still alive at exit, so that a fault sweep knows what a failed free left behind.
   std::vector<uintptr_t> kept_allocations;
   std::vector<uint64_t> kept_handles;
-  std::vector<uintptr_t> kept_mappings;
   bool vmm_supported = true;  // cudasim_set_vmm_supported, CUDASIM_VMM
   int fail_countdown = 0;     // cudasim_fail_nth_allocation; 0 = none pending
   // cudasim_fail_nth_call: the kind whose call fails when its countdown reaches 0.
@@ -194,12 +194,7 @@ CallKind call_kind_named(const char* name);
 // cuMemCreate, cuMemMap, cuMemSetAccess, cuMemAddressReserve), an unknown error otherwise.
 cudaError_t injected_error(CallKind kind);
 CUresult injected_driver_error(CallKind kind);
-// An injected failure of a call that gives memory back keeps it alive: CUDASIM_CALL_REPORT says
-// how much of it is still alive at exit, so that a fault sweep knows what a failed free left.
-void note_kept_allocation(State& s, int device, uintptr_t address);
-void note_kept_handle(State& s, int device, uint64_t handle);
-void note_kept_mapping(State& s, int device, uintptr_t address);
-// The bytes of a device's kept memory that are still alive.
+// The bytes of a device's kept memory (Device::kept_allocations, kept_handles) still alive.
 uint64_t kept_bytes_alive(const State& s, int device);
 
 // Records a failure as the thread's last error and returns it; success passes through.

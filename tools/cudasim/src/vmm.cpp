@@ -224,7 +224,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   const auto it = s.physical.find(handle);
   if (count_call(s, it == s.physical.end() ? -1 : it->second.device,
                  &cudasim_call_counts::release)) {
-    if (it != s.physical.end()) note_kept_handle(s, it->second.device, handle);
+    if (it != s.physical.end()) {
+      s.devices[static_cast<size_t>(it->second.device)].kept_handles.push_back(handle);
+    }
     return injected_driver_error(&cudasim_call_counts::release);
   }
   if (it == s.physical.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
@@ -271,10 +273,10 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, mapping_device(s, ptr), &cudasim_call_counts::unmap)) {
-    // Every mapping the call would have dropped stays.
+    // Every mapping the call would have dropped stays, and with it its handle's memory.
     for (auto it = s.mappings.lower_bound(ptr); it != s.mappings.end() && it->first < ptr + size;
          ++it) {
-      note_kept_mapping(s, it->second.device, it->first);
+      s.devices[static_cast<size_t>(it->second.device)].kept_handles.push_back(it->second.handle);
     }
     return injected_driver_error(&cudasim_call_counts::unmap);
   }
