@@ -30,9 +30,9 @@ endfunction()
 function(cudacache_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;ENV;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  # main() is tests/common/fault_sweep_listener.cpp's: gtest's, plus the fault sweep's checks.
+  # main() is tests/common/test_main.cpp's: gtest's, plus the fault sweep's checks.
   target_link_libraries(${name} PRIVATE GTest::gtest CUDA::cudart cudasim_controls
-                        cudacache_fault_sweep_listener ${ARG_LIBS})
+                        cudacache_test_main ${ARG_LIBS})
   cudacache_warnings(${name})
   add_dependencies(${name} cudasim)
   cudacache_sim_environment(env)

@@ -144,6 +144,7 @@ TEST(Concurrency, ThreadsShareOneDeviceAllocator) {
   EXPECT_EQ(testing::sim_counters().in_use_bytes, 0u);
   for (int t = 1; t < kThreads; ++t) cudaStreamDestroy(streams[t]);
 }
+
 TEST(Concurrency, ThreadsShareTheCApi) {
   CUDACACHE_REQUIRE_CUDASIM();
   std::vector<std::thread> workers;

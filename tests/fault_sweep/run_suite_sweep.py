@@ -7,7 +7,7 @@ beyond that many evenly spread, first and last included; cases whose clean run t
 The cases are read from CTest (`ctest --show-only=json-v1`), so each runs with its own command
 and environment. A clean run first (CUDASIM_CALL_REPORT) tells which calls a case makes; then
 each rerun sets CUDASIM_FAIL_NTH=KIND:N@DEVICE, CUDACACHE_FAULT_SWEEP=1 (the checks of
-tests/common/fault_sweep_listener.cpp) and --gtest_catch_exceptions=0.
+tests/common/test_main.cpp) and --gtest_catch_exceptions=0.
 
 A case's own expectations may fail under a fault it did not ask for; that is allowed. What
 fails the sweep is what the allocator did:
