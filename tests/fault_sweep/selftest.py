@@ -2,7 +2,8 @@
 """Checks that the fault sweep tells each misbehaviour by its name: run_suite_sweep.py on
 selftest_cases.cpp, whose cases pass as they are and, when a call fails, leak, throw an untyped
 error, abort or hang (each must be reported, and the sweep must fail), or throw a typed error,
-fail their own expectation or retry (none of which may be reported)."""
+fail their own expectation or retry (none of which may be reported); and that bad options are
+refused by name."""
 import os
 import re
 import subprocess
@@ -42,6 +43,15 @@ def main():
     for outcome in ("typed", "test-failed", "passed"):
         if outcomes is None or not re.search(rf"\b{outcome} [1-9]", outcomes.group(1)):
             problems.append(f"no run ended as '{outcome}'")
+    # Bad input: an unknown kind is refused by name before anything runs.
+    bad = subprocess.run([sys.executable, script, "--build", build, "--kinds", "map,bogus"],
+                         capture_output=True, text=True)
+    if bad.returncode != 2 or "unknown kind(s) bogus" not in bad.stderr:
+        problems.append(f"--kinds bogus: exit {bad.returncode}, stderr {bad.stderr.strip()!r}")
+    missing = subprocess.run([sys.executable, script, "--build", build, "--filter", "^NoSuch$"],
+                             capture_output=True, text=True)
+    if missing.returncode != 2 or "no test case matched" not in missing.stderr:
+        problems.append(f"--filter matching nothing: exit {missing.returncode}")
     if problems:
         print(output)
         print("\n".join(problems))
