@@ -1,7 +1,7 @@
 // Cache-hit cost: one allocate + free pair that the cache serves without any device call,
 // for cudacache (DeviceAllocator directly with its default policy and with PyTorch's native
-// one, with and without record_history, on a created stream, and the C ABI) and CUB's
-// CachingDeviceAllocator.
+// one, with and without record_history, with and without the stats page, on a created stream,
+// and the C ABI) and CUB's CachingDeviceAllocator.
 // Run in a Release build; on cudasim: cmake --build <dir> --target run_bench_cache_hit.
 #include "device_allocator.h"
 
@@ -28,6 +28,12 @@ void cache_hits(benchmark::State& state, const cudacache::Options& options,
 }
 
 void BM_DeviceAllocator(benchmark::State& state) { cache_hits(state, cudacache::Options{}); }
+
+// The same without the stats page (publish_stats:False): the cost of publishing for
+// cudacache-top is BM_DeviceAllocator minus this, measured side by side.
+void BM_DeviceAllocatorStatsPageOff(benchmark::State& state) {
+  cache_hits(state, cudacache::Options("publish_stats:False"));
+}
 
 void BM_DeviceAllocatorPyTorchPolicy(benchmark::State& state) {
   cache_hits(state, cudacache::Options("policy:pytorch"));
@@ -78,6 +84,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_DeviceAllocator)->Apply(sizes);
+BENCHMARK(BM_DeviceAllocatorStatsPageOff)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorPyTorchPolicy)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorOnAStream)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorHistoryOn)->Apply(sizes);

@@ -26,7 +26,7 @@ install(TARGETS cudacache_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET cudacache_torch)
   install(TARGETS cudacache_torch LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
-install(TARGETS cudacache-replay RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS cudacache-replay cudacache-top RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS cudasim cudasim_driver cudasim_nvml
   LIBRARY DESTINATION ${CUDACACHE_CUDASIM_INSTALLDIR} NAMELINK_SKIP)
 install(PROGRAMS ${PROJECT_BINARY_DIR}/tools/cudasim/cudasim-run

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "oom_report.h"
 #include "size_policy.h"
+#include "stats_publisher.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -90,10 +91,23 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
   if (options_.record_history.max_entries > 0) {
     history_.start(options_.record_history.max_entries);  // no lock needed: not yet shared
   }
+  if (options_.publish_stats.enabled) {
+    stats_slot_ = stats_publisher::claim(device_, count);  // no lock needed: not yet shared
+    if (stats_slot_) {
+      write_stats_slot();
+      stats_publisher::add_source(this, [](void* self) {
+        auto* allocator = static_cast<DeviceAllocator*>(self);
+        MutexLock lock(allocator->mutex_);
+        allocator->write_stats_slot();
+      });
+    }
+  }
   logger().debug("device {}: allocator created ({})", device_, options_.to_config_string());
 }
 
 DeviceAllocator::~DeviceAllocator() {
+  // First, without mutex_: the publisher's thread takes its own lock, then mutex_.
+  if (options_.publish_stats.enabled) stats_publisher::remove_source(this);
   MutexLock lock(mutex_);
   // The callbacks of events_ run inside its calls, with mutex_ held; clang's analysis cannot
   // follow a lambda there, hence NO_THREAD_SAFETY_ANALYSIS on each.
@@ -117,6 +131,7 @@ DeviceAllocator::~DeviceAllocator() {
     }
     delete segment;
   }
+  if (stats_slot_) stats_slot_->release();
 }
 
 void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
@@ -534,6 +549,30 @@ void DeviceAllocator::validate_stream(cudaStream_t stream) {
                          std::to_string(stream_device) + ", not to device " +
                          std::to_string(device_));
   }
+}
+
+void DeviceAllocator::write_stats_slot() {
+  using namespace stats_page;
+  const MemoryStats& stats = stats_.values();
+  const auto current = [](const StatArray& array) {
+    return static_cast<std::uint64_t>(array[kAllPools].current);
+  };
+  std::uint64_t values[kNumFields];
+  values[kAllocatedBytes] = current(stats.allocated_bytes);
+  values[kReservedBytes] = current(stats.reserved_bytes);
+  values[kRequestedBytes] = current(stats.requested_bytes);
+  values[kPeakAllocatedBytes] = static_cast<std::uint64_t>(stats.allocated_bytes[kAllPools].peak);
+  values[kPeakReservedBytes] = static_cast<std::uint64_t>(stats.reserved_bytes[kAllPools].peak);
+  values[kLargestFreeBlockBytes] =
+      std::max(small_pool_.largest_free_block(), large_pool_.largest_free_block());
+  values[kAllocations] = current(stats.allocation);
+  values[kSegments] = current(stats.segment);
+  values[kOoms] = static_cast<std::uint64_t>(stats.num_ooms);
+  values[kAllocRetries] = static_cast<std::uint64_t>(stats.num_alloc_retries);
+  values[kDeviceAllocs] = static_cast<std::uint64_t>(stats.num_device_alloc);
+  values[kDeviceFrees] = static_cast<std::uint64_t>(stats.num_device_free);
+  values[kUpdates] = ++stats_updates_;
+  stats_slot_->publish(values);
 }
 
 OomReport DeviceAllocator::make_report(const Request& request) const {

@@ -14,6 +14,7 @@
 #include "segment.h"
 #include "segment_backend.h"
 #include "snapshot.h"
+#include "stats_page.h"
 #include "stream_events.h"
 #include "thread_annotations.h"
 
@@ -171,6 +172,10 @@ class DeviceAllocator {
   OomReport make_report(const Request& request) const CUDACACHE_REQUIRES(mutex_);
   OomContext make_context(const Request& request, int round) const CUDACACHE_REQUIRES(mutex_);
   BlockPool& pool_of(const Block& block) CUDACACHE_REQUIRES(mutex_);
+  // Writes the counters into this device's slot of the stats page (publish_stats,
+  // stats_publisher.h): at construction, then from the publisher's thread, every
+  // stats_publisher::kInterval, never on the allocation path.
+  void write_stats_slot() CUDACACHE_REQUIRES(mutex_);
   // Off: one predictable branch on a member under the lock already held.
   void record_event(HistoryAction action, std::uintptr_t address, std::size_t size,
                     std::size_t block_size, std::size_t requested_size, cudaStream_t stream)
@@ -203,6 +208,8 @@ class DeviceAllocator {
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
+  std::optional<stats_page::SlotWriter> stats_slot_ CUDACACHE_GUARDED_BY(mutex_);
+  std::uint64_t stats_updates_ CUDACACHE_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace cudacache

@@ -206,6 +206,15 @@ std::string ExpandableSegments::parse(std::string_view text) {
 
 std::string ExpandableSegments::to_string() const { return enabled ? "True" : "False"; }
 
+std::string PublishStats::parse(std::string_view text) {
+  ExpandableSegments flag;
+  std::string error = flag.parse(text);
+  if (error.empty()) enabled = flag.enabled;
+  return error;
+}
+
+std::string PublishStats::to_string() const { return enabled ? "True" : "False"; }
+
 std::string AllocatorPolicy::parse(std::string_view text) {
   if (text == "cudacache") {
     kind = Kind::kCudacache;

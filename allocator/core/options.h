@@ -50,6 +50,13 @@ struct ExpandableSegments {
   std::string to_string() const;
 };
 
+// Whether the allocator publishes its counters for cudacache-top (stats_page.h).
+struct PublishStats {
+  bool enabled = true;
+  std::string parse(std::string_view text);
+  std::string to_string() const;
+};
+
 // Which placement policy: cudacache's own (allocator/README.md, Note [Moving pages]) or
 // PyTorch's CUDACachingAllocator, native or, with expandable_segments:True, expandable.
 struct AllocatorPolicy {

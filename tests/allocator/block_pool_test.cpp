@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -76,6 +77,41 @@ TEST(BlockPool, EqualSizesPreferTheOlderSegmentThenTheLowerAddress) {
     EXPECT_EQ(block->address, address);
   }
   EXPECT_EQ(pool.free_count(), 0u);
+}
+
+// largest_free_block() is kept as blocks come and go and searched again only after the
+// largest left: after every insert, erase and best-fit take of a random sequence on three
+// streams it must equal the largest size among the blocks actually in the pool.
+TEST(BlockPool, LargestFreeBlockFollowsEveryInsertEraseAndTake) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  std::vector<Block*> inside;
+  std::uint64_t state = 12345;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  EXPECT_EQ(pool.largest_free_block(), 0u);
+  for (int step = 0; step < 4000; ++step) {
+    const auto choice = next() % 3;
+    if (choice == 0 || inside.empty()) {
+      Block* block = f.make(0x100000000ULL + step * 0x1000000ULL, (1 + next() % 40) * kMiB,
+                            fake_stream(1 + next() % 3));
+      pool.insert(block);
+      inside.push_back(block);
+    } else if (choice == 1) {
+      const std::size_t at = next() % inside.size();
+      pool.erase(inside[at]);
+      inside.erase(inside.begin() + static_cast<std::ptrdiff_t>(at));
+    } else {
+      Block* taken =
+          pool.take_best_fit(fake_stream(1 + next() % 3), (1 + next() % 40) * kMiB, SIZE_MAX);
+      if (taken != nullptr) inside.erase(std::find(inside.begin(), inside.end(), taken));
+    }
+    std::size_t expected = 0;
+    for (const Block* block : inside) expected = std::max(expected, block->size);
+    ASSERT_EQ(pool.largest_free_block(), expected) << "after step " << step;
+  }
 }
 
 TEST(BlockPool, SplitRemainderInheritsTheSegmentOrder) {

@@ -1,0 +1,227 @@
+#include "stats_page.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csetjmp>
+#include <csignal>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+namespace cudacache::stats_page {
+namespace {
+
+using Word = std::atomic_ref<std::uint64_t>;
+static_assert(Word::is_always_lock_free, "the page is shared between processes");
+
+// A seqlock read of one slot: a few nanoseconds between the two loads of the sequence, so that
+// even an allocator publishing in a tight loop is caught between two writes.
+constexpr int kReadAttempts = 100000;
+
+bool read_slot(std::uint64_t* words, DeviceValues* out) {
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const std::uint64_t before = Word(words[1]).load(std::memory_order_acquire);
+    if (before % 2 != 0) continue;
+    // Acquire loads (no fence: ThreadSanitizer does not model fences): the second load of
+    // the sequence cannot move before them.
+    for (std::size_t i = 0; i < kNumFields; ++i) {
+      out->values[i] = Word(words[kSlotHeaderWords + i]).load(std::memory_order_acquire);
+    }
+    if (Word(words[1]).load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
+// A file truncated under the reader's mapping raises SIGBUS on the next access: the reader
+// jumps out instead of crashing (only one read at a time per thread; see read_page).
+thread_local sigjmp_buf* t_truncated = nullptr;
+
+void on_sigbus(int signal) {
+  if (t_truncated != nullptr) siglongjmp(*t_truncated, 1);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+void read_slots(std::uint64_t* slots, std::uint32_t device_count, PageContents* contents) {
+  for (std::uint32_t device = 0; device < device_count; ++device) {
+    std::uint64_t* words = slots + std::size_t{device} * kSlotWords;
+    if (Word(words[0]).load(std::memory_order_acquire) == 0) continue;  // unclaimed
+    DeviceValues values;
+    values.device = static_cast<int>(device);
+    if (read_slot(words, &values)) {
+      contents->devices.push_back(values);
+    } else {
+      ++contents->busy_slots;
+    }
+  }
+}
+
+// read_slots with SIGBUS caught; false when the file was truncated meanwhile.
+bool read_slots_guarded(std::uint64_t* slots, std::uint32_t device_count, PageContents* contents) {
+  struct sigaction action {};
+  struct sigaction previous {};
+  action.sa_handler = on_sigbus;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGBUS, &action, &previous);
+  sigjmp_buf jump;
+  volatile bool complete = false;  // set after sigsetjmp: volatile to survive the jump
+  if (sigsetjmp(jump, 1) == 0) {
+    t_truncated = &jump;
+    read_slots(slots, device_count, contents);
+    complete = true;
+  }
+  t_truncated = nullptr;
+  ::sigaction(SIGBUS, &previous, nullptr);
+  return complete;
+}
+
+}  // namespace
+
+bool SlotWriter::claim() {
+  std::uint64_t expected = 0;
+  if (!Word(words_[0]).compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    return false;
+  }
+  sequence_ = Word(words_[1]).load(std::memory_order_relaxed);
+  if (sequence_ % 2 != 0) ++sequence_;  // a previous owner stopped mid-write
+  return true;
+}
+
+void SlotWriter::release() {
+  const std::uint64_t zeros[kNumFields] = {};
+  publish(zeros);
+  Word(words_[0]).store(0, std::memory_order_release);
+}
+
+void SlotWriter::publish(const std::uint64_t (&values)[kNumFields]) {
+  // The seqlock writer: odd, values, even. Release stores of the values keep the odd store
+  // before them (no fence: ThreadSanitizer does not model fences); x86 emits plain moves. A
+  // reader that saw the same even sequence before and after the values saw no write between.
+  Word(words_[1]).store(sequence_ + 1, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kNumFields; ++i) {
+    Word(words_[kSlotHeaderWords + i]).store(values[i], std::memory_order_release);
+  }
+  sequence_ += 2;
+  Word(words_[1]).store(sequence_, std::memory_order_release);
+}
+
+std::string stats_directory() {
+  const char* directory = std::getenv("CUDACACHE_STATS_DIR");
+  return directory != nullptr && *directory != '\0' ? directory : "/dev/shm";
+}
+
+bool is_page_name(const std::string& name) {
+  const std::string prefix = "cudacache-";
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  std::size_t i = prefix.size();
+  const auto digits = [&] {
+    const std::size_t start = i;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+    return i > start && i - start <= 19;
+  };
+  if (!digits() || i >= name.size() || name[i] != '-') return false;
+  ++i;
+  return digits() && i == name.size();
+}
+
+std::optional<Header> read_header(int fd, std::string* why) {
+  Header header;
+  ssize_t got = 0;
+  do {
+    got = ::pread(fd, &header, sizeof header, 0);
+  } while (got < 0 && errno == EINTR);
+  struct stat info {};
+  if (got < 0 || ::fstat(fd, &info) != 0) {
+    *why = std::string("cannot be read: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  if (static_cast<std::size_t>(got) < sizeof header) {
+    *why = "too short for a stats page (" + std::to_string(info.st_size) + " bytes)";
+    return std::nullopt;
+  }
+  if (header.magic != kMagic) {
+    *why = "not a cudacache stats page (wrong magic number)";
+    return std::nullopt;
+  }
+  if (header.version != kVersion || header.header_bytes != sizeof(Header) ||
+      header.slot_words != kSlotWords) {
+    *why = "stats page version " + std::to_string(header.version) + " (this reader knows " +
+           std::to_string(kVersion) + ")";
+    return std::nullopt;
+  }
+  if (header.device_count > kMaxDevices ||
+      static_cast<std::size_t>(info.st_size) != file_bytes(header.device_count)) {
+    *why = "size " + std::to_string(info.st_size) + " bytes does not match its " +
+           std::to_string(header.device_count) + " devices";
+    return std::nullopt;
+  }
+  header.command[kCommandBytes - 1] = '\0';
+  return header;
+}
+
+std::optional<PageContents> read_page(int fd, std::string* why) {
+  const auto header = read_header(fd, why);
+  if (!header) return std::nullopt;
+  const std::size_t bytes = file_bytes(header->device_count);
+  void* mapping = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (mapping == MAP_FAILED) {
+    *why = std::string("cannot be mapped: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  PageContents contents;
+  contents.pid = header->pid;
+  contents.start_time = header->start_time;
+  contents.command = header->command;
+  const bool complete = read_slots_guarded(
+      static_cast<std::uint64_t*>(
+          static_cast<void*>(static_cast<unsigned char*>(mapping) + sizeof(Header))),
+      header->device_count, &contents);
+  ::munmap(mapping, bytes);
+  if (!complete) {
+    *why = "was truncated while it was read";
+    return std::nullopt;
+  }
+  return contents;
+}
+
+bool is_abandoned(int fd) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return false;  // its process holds it
+  ::flock(fd, LOCK_UN);
+  return true;
+}
+
+std::string own_command_line() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  for (char& c : text) {
+    if (c == '\0') c = ' ';
+  }
+  return text;
+}
+
+std::uint64_t process_start_time(long pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(file, line)) return 0;
+  // Field 2 (the command) may hold spaces and parentheses: count from the last ')'.
+  const std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+}  // namespace cudacache::stats_page

@@ -1,0 +1,113 @@
+// The stats page: the small shared-memory file in which a process publishes the counters of
+// its allocators for cudacache-top (tools/top). One file per process (per copy of the
+// allocator in it), named cudacache-<pid>-<n> in stats_directory(), mode 0600.
+//
+// Layout (version 1): a Header, then one slot of kSlotWords 64-bit words per device:
+//   word 0        claimed: 1 while an allocator of that device publishes here
+//   word 1        sequence: a seqlock, odd while a write is in progress
+//   words 2...    the Field values
+// Each device's slot has a single writer (its allocator, under its own mutex): a write is two
+// stores of the sequence around relaxed stores of the values, with no lock and no system call.
+// Readers check the header with pread, map the file read-only and keep a slot only when its
+// sequence was even and unchanged around the values (a file truncated meanwhile is reported,
+// not a crash: SIGBUS is caught during the read).
+//
+// Liveness: the publishing process holds a shared flock on its file for as long as it runs
+// (close-on-exec, so an exec also lets go). A file nobody holds is abandoned, whatever its pid
+// says (pids are reused), and may be removed by anyone who owns it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cudacache::stats_page {
+
+inline constexpr std::uint64_t kMagic = 0x3165676170636375ULL;  // "uccpage1", little-endian
+inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::size_t kCommandBytes = 256;
+inline constexpr std::uint32_t kMaxDevices = 4096;
+
+enum Field : std::size_t {
+  kAllocatedBytes,
+  kReservedBytes,
+  kRequestedBytes,
+  kPeakAllocatedBytes,
+  kPeakReservedBytes,
+  kLargestFreeBlockBytes,  // the largest free cached block, any stream and pool
+  kAllocations,            // live allocations
+  kSegments,               // segments (cudaMalloc) or mapped ranges (pages)
+  kOoms,                   // num_ooms
+  kAllocRetries,           // num_alloc_retries
+  kDeviceAllocs,           // num_device_alloc: cudaMalloc, or a map of pages
+  kDeviceFrees,            // num_device_free: cudaFree, or an unmap
+  kUpdates,                // how many times the slot was written
+  kNumFields
+};
+
+inline constexpr std::size_t kSlotHeaderWords = 2;  // claimed, sequence
+inline constexpr std::size_t kSlotWords = kSlotHeaderWords + kNumFields;
+
+struct Header {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t header_bytes;  // sizeof(Header)
+  std::uint32_t slot_words;    // kSlotWords
+  std::uint32_t device_count;  // slots that follow the header
+  std::int64_t pid;
+  std::uint64_t start_time;     // the process's start, in clock ticks after boot (/proc/pid/stat)
+  char command[kCommandBytes];  // the command line, arguments joined by spaces, NUL-terminated
+};
+static_assert(sizeof(Header) % sizeof(std::uint64_t) == 0);
+
+inline std::size_t file_bytes(std::uint32_t device_count) {
+  return sizeof(Header) + std::size_t{device_count} * kSlotWords * sizeof(std::uint64_t);
+}
+
+// The slot of one device, in a mapping of a stats page (writer side).
+class SlotWriter {
+ public:
+  explicit SlotWriter(std::uint64_t* words) : words_(words) {}
+  // false when another allocator of the same device publishes there already.
+  bool claim();
+  // Writes zeros and lets go of the slot.
+  void release();
+  void publish(const std::uint64_t (&values)[kNumFields]);
+
+ private:
+  std::uint64_t* words_;
+  std::uint64_t sequence_ = 0;  // the last value written (single writer)
+};
+
+// What a reader found in one stats page.
+struct DeviceValues {
+  int device = 0;
+  std::uint64_t values[kNumFields] = {};
+};
+struct PageContents {
+  std::int64_t pid = 0;
+  std::uint64_t start_time = 0;
+  std::string command;
+  std::vector<DeviceValues> devices;  // claimed slots only
+  int busy_slots = 0;                 // slots whose writer kept changing them through every attempt
+};
+
+// The directory of stats pages: $CUDACACHE_STATS_DIR, else /dev/shm.
+std::string stats_directory();
+// Whether `name` is a stats page's file name (cudacache-<digits>-<digits>).
+bool is_page_name(const std::string& name);
+// The header of a page, or std::nullopt with *why saying what is wrong (too short, not a stats
+// page, another version, a size that does not match its device count).
+std::optional<Header> read_header(int fd, std::string* why);
+// The header and every claimed slot of a page (read_header's refusals, or truncated meanwhile).
+std::optional<PageContents> read_page(int fd, std::string* why);
+// True when no process holds the page's lock (tested with a non-blocking exclusive flock).
+bool is_abandoned(int fd);
+// The command line of this process, for the header.
+std::string own_command_line();
+// The start time of process `pid` in clock ticks after boot, or 0 when it cannot be read.
+std::uint64_t process_start_time(long pid);
+
+}  // namespace cudacache::stats_page

@@ -1,0 +1,265 @@
+#include "formats.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <tuple>
+
+namespace cudacache::top {
+namespace {
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// Prometheus label values: backslash, double quote and line feed are escaped.
+std::string label_value(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The program's file name and its arguments: "/usr/bin/python3 train.py" -> "python3 train.py".
+// Control characters (a `python -c` script's line feeds) become spaces.
+std::string short_command(std::string command) {
+  for (char& c : command) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  const std::size_t program_end = std::min(command.find(' '), command.size());
+  const std::size_t slash = command.rfind('/', program_end == 0 ? 0 : program_end - 1);
+  return slash == std::string::npos ? command : command.substr(slash + 1);
+}
+
+std::string fixed(double value, int decimals) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+}  // namespace
+
+const std::vector<SortKeyInfo>& sort_keys() {
+  static const std::vector<SortKeyInfo> keys = {
+      {SortKey::kPid, "pid", 'p', "PID"},
+      {SortKey::kCommand, "command", 'n', "COMMAND"},
+      {SortKey::kDevice, "device", 'd', "DEV"},
+      {SortKey::kAllocated, "allocated", 'a', "ALLOCATED"},
+      {SortKey::kReserved, "reserved", 'r', "RESERVED"},
+      {SortKey::kPeak, "peak", 'k', "PEAK"},
+      {SortKey::kCache, "cache", 'c', "CACHE"},
+      {SortKey::kLargestFree, "largest", 'l', "LARGEST FREE"},
+      {SortKey::kFragmentation, "fragmentation", 'f', "FRAG"},
+      {SortKey::kOoms, "ooms", 'o', "OOMS"},
+      {SortKey::kCalls, "calls", 'x', "CALLS"},
+  };
+  return keys;
+}
+
+std::optional<SortKey> sort_key_named(std::string_view name) {
+  for (const auto& key : sort_keys()) {
+    if (name == key.name) return key.key;
+  }
+  return std::nullopt;
+}
+
+std::optional<SortKey> sort_key_of_letter(char letter) {
+  for (const auto& key : sort_keys()) {
+    if (letter == key.letter) return key.key;
+  }
+  return std::nullopt;
+}
+
+const SortKeyInfo& info(SortKey key) {
+  for (const auto& entry : sort_keys()) {
+    if (entry.key == key) return entry;
+  }
+  return sort_keys().front();
+}
+
+void sort_rows(std::vector<Row>& rows, SortKey key) {
+  const auto number = [key](const Row& row) -> double {
+    switch (key) {
+      case SortKey::kAllocated: return static_cast<double>(row.allocated);
+      case SortKey::kReserved: return static_cast<double>(row.reserved);
+      case SortKey::kPeak: return static_cast<double>(row.peak_reserved);
+      case SortKey::kCache: return static_cast<double>(row.cached);
+      case SortKey::kLargestFree: return static_cast<double>(row.largest_free);
+      case SortKey::kFragmentation: return row.fragmentation;
+      case SortKey::kOoms: return static_cast<double>(row.ooms);
+      case SortKey::kCalls: return static_cast<double>(row.device_calls());
+      default: return 0.0;
+    }
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    const auto by_id = std::tie(a.pid, a.device) < std::tie(b.pid, b.device);
+    switch (key) {
+      case SortKey::kPid: return by_id;
+      case SortKey::kDevice: return std::tie(a.device, a.pid) < std::tie(b.device, b.pid);
+      case SortKey::kCommand: return a.command != b.command ? a.command < b.command : by_id;
+      default: return number(a) != number(b) ? number(a) > number(b) : by_id;
+    }
+  });
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(units)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fixed(value, 2) + " " + units[unit];
+}
+
+std::string table(const Scan& scan, SortKey key, std::size_t width) {
+  std::vector<Row> rows = scan.rows;
+  sort_rows(rows, key);
+  char line[512];
+  const auto column = [key](SortKey k) {
+    // The sort column is marked, as top marks it.
+    return std::string(info(k).column) + (k == key ? "*" : "");
+  };
+  std::string out;
+  std::snprintf(line, sizeof line, "%8s %-18s %4s %11s %11s %11s %11s %12s %5s %5s %7s\n",
+                column(SortKey::kPid).c_str(), column(SortKey::kCommand).c_str(),
+                column(SortKey::kDevice).c_str(), column(SortKey::kAllocated).c_str(),
+                column(SortKey::kReserved).c_str(), column(SortKey::kPeak).c_str(),
+                column(SortKey::kCache).c_str(), column(SortKey::kLargestFree).c_str(),
+                column(SortKey::kFragmentation).c_str(), column(SortKey::kOoms).c_str(),
+                column(SortKey::kCalls).c_str());
+  const auto clip = [width](std::string text) {
+    if (width > 0 && text.size() > width + 1) {
+      text.resize(width);
+      text += '\n';
+    }
+    return text;
+  };
+  out += clip(line);
+  for (const Row& row : rows) {
+    std::string command = short_command(row.command).substr(0, 18);
+    std::snprintf(line, sizeof line,
+                  "%8ld %-18s %4d %11s %11s %11s %11s %12s %5s %5" PRIu64 " %7" PRIu64 "\n",
+                  row.pid, command.c_str(), row.device, human_bytes(row.allocated).c_str(),
+                  human_bytes(row.reserved).c_str(), human_bytes(row.peak_reserved).c_str(),
+                  human_bytes(row.cached).c_str(), human_bytes(row.largest_free).c_str(),
+                  fixed(row.fragmentation, 2).c_str(), row.ooms, row.device_calls());
+    out += clip(line);
+  }
+  return out;
+}
+
+std::string json(const Scan& scan) {
+  std::string out = "{\"directory\": " + json_string(scan.directory) +
+                    ", \"processes\": " + std::to_string(scan.processes) +
+                    ", \"skipped\": " + std::to_string(scan.skipped) +
+                    ", \"removed\": " + std::to_string(scan.removed) + ", \"rows\": [";
+  for (std::size_t i = 0; i < scan.rows.size(); ++i) {
+    const Row& r = scan.rows[i];
+    out += i == 0 ? "\n  " : ",\n  ";
+    out += "{\"pid\": " + std::to_string(r.pid) + ", \"command\": " + json_string(r.command) +
+           ", \"device\": " + std::to_string(r.device) +
+           ", \"allocated_bytes\": " + std::to_string(r.allocated) +
+           ", \"reserved_bytes\": " + std::to_string(r.reserved) +
+           ", \"requested_bytes\": " + std::to_string(r.requested) +
+           ", \"peak_allocated_bytes\": " + std::to_string(r.peak_allocated) +
+           ", \"peak_reserved_bytes\": " + std::to_string(r.peak_reserved) +
+           ", \"cached_bytes\": " + std::to_string(r.cached) +
+           ", \"largest_free_block_bytes\": " + std::to_string(r.largest_free) +
+           ", \"fragmentation\": " + fixed(r.fragmentation, 4) +
+           ", \"allocations\": " + std::to_string(r.allocations) +
+           ", \"segments\": " + std::to_string(r.segments) +
+           ", \"ooms\": " + std::to_string(r.ooms) +
+           ", \"alloc_retries\": " + std::to_string(r.alloc_retries) +
+           ", \"device_allocs\": " + std::to_string(r.device_allocs) +
+           ", \"device_frees\": " + std::to_string(r.device_frees) + "}";
+  }
+  out += scan.rows.empty() ? "], \"notes\": [" : "\n], \"notes\": [";
+  for (std::size_t i = 0; i < scan.notes.size(); ++i) {
+    out += (i == 0 ? "" : ", ") + json_string(scan.notes[i]);
+  }
+  return out + "]}\n";
+}
+
+std::string prometheus(const Scan& scan) {
+  struct Metric {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::string (*value)(const Row&);
+  };
+  static const Metric metrics[] = {
+      {"cudacache_allocated_bytes", "gauge",
+       "Bytes in live allocations (allocated_bytes.all.current).",
+       [](const Row& r) { return std::to_string(r.allocated); }},
+      {"cudacache_reserved_bytes", "gauge",
+       "Device memory the allocator holds (reserved_bytes.all.current).",
+       [](const Row& r) { return std::to_string(r.reserved); }},
+      {"cudacache_requested_bytes", "gauge", "Bytes the program asked for, before rounding.",
+       [](const Row& r) { return std::to_string(r.requested); }},
+      {"cudacache_peak_allocated_bytes", "gauge", "Peak of allocated bytes since start or reset.",
+       [](const Row& r) { return std::to_string(r.peak_allocated); }},
+      {"cudacache_peak_reserved_bytes", "gauge", "Peak of reserved bytes since start or reset.",
+       [](const Row& r) { return std::to_string(r.peak_reserved); }},
+      {"cudacache_cached_bytes", "gauge", "Reserved bytes not allocated: the cache.",
+       [](const Row& r) { return std::to_string(r.cached); }},
+      {"cudacache_largest_free_block_bytes", "gauge", "The largest free cached block.",
+       [](const Row& r) { return std::to_string(r.largest_free); }},
+      {"cudacache_fragmentation_ratio", "gauge",
+       "1 - largest free block / cached bytes (0: the cache is one block).",
+       [](const Row& r) { return fixed(r.fragmentation, 6); }},
+      {"cudacache_allocations", "gauge", "Live allocations.",
+       [](const Row& r) { return std::to_string(r.allocations); }},
+      {"cudacache_segments", "gauge", "Segments, or mapped ranges of pages.",
+       [](const Row& r) { return std::to_string(r.segments); }},
+      {"cudacache_ooms_total", "counter", "Allocations that ended in an out-of-memory error.",
+       [](const Row& r) { return std::to_string(r.ooms); }},
+      {"cudacache_alloc_retries_total", "counter",
+       "Allocations that needed the cache freed and a retry.",
+       [](const Row& r) { return std::to_string(r.alloc_retries); }},
+      {"cudacache_device_allocs_total", "counter", "cudaMalloc calls, or maps of pages.",
+       [](const Row& r) { return std::to_string(r.device_allocs); }},
+      {"cudacache_device_frees_total", "counter", "cudaFree calls, or unmaps of pages.",
+       [](const Row& r) { return std::to_string(r.device_frees); }},
+  };
+  std::string out;
+  for (const Metric& metric : metrics) {
+    out += std::string("# HELP ") + metric.name + " " + metric.help + "\n";
+    out += std::string("# TYPE ") + metric.name + " " + metric.type + "\n";
+    for (const Row& row : scan.rows) {
+      out += std::string(metric.name) + "{pid=\"" + std::to_string(row.pid) + "\",device=\"" +
+             std::to_string(row.device) + "\",command=\"" + label_value(row.command) + "\"} " +
+             metric.value(row) + "\n";
+    }
+  }
+  out += "# HELP cudacache_top_pages_skipped Stats pages cudacache-top could not read.\n";
+  out += "# TYPE cudacache_top_pages_skipped gauge\n";
+  out += "cudacache_top_pages_skipped " + std::to_string(scan.skipped) + "\n";
+  return out;
+}
+
+}  // namespace cudacache::top

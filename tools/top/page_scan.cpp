@@ -1,0 +1,124 @@
+#include "page_scan.h"
+
+#include "stats_page.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace cudacache::top {
+namespace {
+
+Row make_row(const stats_page::PageContents& page, const stats_page::DeviceValues& device) {
+  using namespace stats_page;
+  const auto& v = device.values;
+  Row row;
+  row.pid = static_cast<long>(page.pid);
+  row.command = page.command;
+  row.device = device.device;
+  row.allocated = v[kAllocatedBytes];
+  row.reserved = v[kReservedBytes];
+  row.requested = v[kRequestedBytes];
+  row.peak_allocated = v[kPeakAllocatedBytes];
+  row.peak_reserved = v[kPeakReservedBytes];
+  row.cached = row.reserved > row.allocated ? row.reserved - row.allocated : 0;
+  row.largest_free = v[kLargestFreeBlockBytes];
+  if (row.cached > 0) {
+    row.fragmentation = std::clamp(
+        1.0 - static_cast<double>(row.largest_free) / static_cast<double>(row.cached), 0.0, 1.0);
+  }
+  row.allocations = v[kAllocations];
+  row.segments = v[kSegments];
+  row.ooms = v[kOoms];
+  row.alloc_retries = v[kAllocRetries];
+  row.device_allocs = v[kDeviceAllocs];
+  row.device_frees = v[kDeviceFrees];
+  return row;
+}
+
+// The pid in a page's file name (cudacache-<pid>-<n>).
+long pid_of_name(const std::string& name) {
+  return std::strtol(name.c_str() + std::strlen("cudacache-"), nullptr, 10);
+}
+
+}  // namespace
+
+Scan scan_pages(const std::string& directory, bool remove_abandoned) {
+  Scan scan;
+  scan.directory = directory;
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) {
+    scan.notes.push_back("cannot open " + directory + ": " + std::strerror(errno));
+    return scan;
+  }
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (stats_page::is_page_name(entry->d_name)) names.emplace_back(entry->d_name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+
+  for (const std::string& name : names) {
+    const std::string path = directory + "/" + name;
+    const auto skip = [&](const std::string& why) {
+      scan.notes.push_back("skipped " + name + ": " + why);
+      ++scan.skipped;
+    };
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // its process exited since the directory was read
+      skip(errno == ELOOP ? std::string("a symbolic link, not a stats page")
+                          : std::string("cannot be opened: ") + std::strerror(errno));
+      continue;
+    }
+    struct stat info {};
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      skip("not a regular file");
+      ::close(fd);
+      continue;
+    }
+    if (info.st_uid != ::geteuid()) {
+      skip("belongs to another user (uid " + std::to_string(info.st_uid) + ")");
+      ::close(fd);
+      continue;
+    }
+    std::string why;
+    const auto page = stats_page::read_page(fd, &why);
+    if (!page) {
+      skip(why);
+      ::close(fd);
+      continue;
+    }
+    if (page->pid != pid_of_name(name)) {
+      skip("its header names pid " + std::to_string(page->pid));
+      ::close(fd);
+      continue;
+    }
+    if (stats_page::is_abandoned(fd)) {
+      const std::string owner = "pid " + std::to_string(page->pid) + ", " + page->command;
+      if (remove_abandoned && ::unlink(path.c_str()) == 0) {
+        scan.notes.push_back("removed " + name + ": its process (" + owner + ") has exited");
+        ++scan.removed;
+      } else {
+        scan.notes.push_back("abandoned " + name + ": its process (" + owner + ") has exited");
+      }
+      ::close(fd);
+      continue;
+    }
+    ::close(fd);
+    ++scan.processes;
+    if (page->busy_slots > 0) {
+      scan.notes.push_back(name + ": " + std::to_string(page->busy_slots) +
+                           " device(s) changing too fast to read, left out this time");
+    }
+    for (const auto& device : page->devices) scan.rows.push_back(make_row(*page, device));
+  }
+  return scan;
+}
+
+}  // namespace cudacache::top
