@@ -95,10 +95,13 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
     stats_slot_ = stats_publisher::claim(device_, count);  // no lock needed: not yet shared
     if (stats_slot_) {
       write_stats_slot();
+      // A busy allocator (in a device call, a synchronize) is skipped until the next round:
+      // the publisher never waits for one.
       stats_publisher::add_source(this, [](void* self) {
         auto* allocator = static_cast<DeviceAllocator*>(self);
-        MutexLock lock(allocator->mutex_);
+        if (!allocator->mutex_.try_lock()) return;
         allocator->write_stats_slot();
+        allocator->mutex_.unlock();
       });
     }
   }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 
 namespace cudacache::stats_page {
@@ -42,13 +43,35 @@ bool read_slot(std::uint64_t* words, DeviceValues* out) {
 }
 
 // A file truncated under the reader's mapping raises SIGBUS on the next access: the reader
-// jumps out instead of crashing (only one read at a time per thread; see read_page).
+// jumps out instead of crashing. The handler is installed once; a SIGBUS outside a read goes to
+// the handler that was there before (or the default action).
 thread_local sigjmp_buf* t_truncated = nullptr;
+struct sigaction g_previous_sigbus {};
 
-void on_sigbus(int signal) {
+void on_sigbus(int signal, siginfo_t* info, void* context) {
   if (t_truncated != nullptr) siglongjmp(*t_truncated, 1);
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(signal, info, context);
+    return;
+  }
+  if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN &&
+      g_previous_sigbus.sa_handler != nullptr) {
+    g_previous_sigbus.sa_handler(signal);
+    return;
+  }
   std::signal(signal, SIG_DFL);
   std::raise(signal);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
 }
 
 void read_slots(std::uint64_t* slots, std::uint32_t device_count, PageContents* contents) {
@@ -67,11 +90,7 @@ void read_slots(std::uint64_t* slots, std::uint32_t device_count, PageContents* 
 
 // read_slots with SIGBUS caught; false when the file was truncated meanwhile.
 bool read_slots_guarded(std::uint64_t* slots, std::uint32_t device_count, PageContents* contents) {
-  struct sigaction action {};
-  struct sigaction previous {};
-  action.sa_handler = on_sigbus;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGBUS, &action, &previous);
+  install_sigbus_handler();
   sigjmp_buf jump;
   volatile bool complete = false;  // set after sigsetjmp: volatile to survive the jump
   if (sigsetjmp(jump, 1) == 0) {
@@ -80,11 +99,35 @@ bool read_slots_guarded(std::uint64_t* slots, std::uint32_t device_count, PageCo
     complete = true;
   }
   t_truncated = nullptr;
-  ::sigaction(SIGBUS, &previous, nullptr);
   return complete;
 }
 
 }  // namespace
+
+std::string valid_utf8(const std::string& text, std::size_t limit) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t length = c < 0x80           ? 1
+                         : (c >> 5) == 0x6  ? 2
+                         : (c >> 4) == 0xe  ? 3
+                         : (c >> 3) == 0x1e ? 4
+                                            : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (!valid) length = 1;
+    if (out.size() + length > limit) break;
+    if (valid) {
+      out.append(text, i, length);
+    } else {
+      out += '?';
+    }
+    i += length;
+  }
+  return out;
+}
 
 bool SlotWriter::claim() {
   std::uint64_t expected = 0;
@@ -180,7 +223,7 @@ std::optional<PageContents> read_page(int fd, std::string* why) {
   PageContents contents;
   contents.pid = header->pid;
   contents.start_time = header->start_time;
-  contents.command = header->command;
+  contents.command = valid_utf8(header->command, kCommandBytes - 1);
   const bool complete = read_slots_guarded(
       static_cast<std::uint64_t*>(
           static_cast<void*>(static_cast<unsigned char*>(mapping) + sizeof(Header))),
@@ -199,6 +242,19 @@ bool is_abandoned(int fd) {
   return true;
 }
 
+bool remove_if_abandoned(int fd, const std::string& path) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return false;  // its process holds it
+  // Still holding the lock: the name must still be this file (a process that reuses the pid
+  // may have made a new page under the same name meanwhile).
+  struct stat open_file {};
+  struct stat named {};
+  const bool same = ::fstat(fd, &open_file) == 0 && ::lstat(path.c_str(), &named) == 0 &&
+                    open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
+  const bool removed = same && ::unlink(path.c_str()) == 0;
+  ::flock(fd, LOCK_UN);
+  return removed;
+}
+
 std::string own_command_line() {
   std::ifstream file("/proc/self/cmdline", std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
@@ -206,7 +262,7 @@ std::string own_command_line() {
   for (char& c : text) {
     if (c == '\0') c = ' ';
   }
-  return text;
+  return valid_utf8(text, kCommandBytes - 1);
 }
 
 std::uint64_t process_start_time(long pid) {

@@ -105,7 +105,13 @@ std::optional<Header> read_header(int fd, std::string* why);
 std::optional<PageContents> read_page(int fd, std::string* why);
 // True when no process holds the page's lock (tested with a non-blocking exclusive flock).
 bool is_abandoned(int fd);
-// The command line of this process, for the header.
+// Removes `path`, the name of the open file `fd`, if no process holds its lock: the lock is
+// kept while the name is checked to still be that file and removed. False: held, or renamed.
+bool remove_if_abandoned(int fd, const std::string& path);
+// `text` as valid UTF-8 of at most `limit` bytes: invalid bytes become '?', a character that
+// does not fit whole is left out (JSON and Prometheus readers reject anything else).
+std::string valid_utf8(const std::string& text, std::size_t limit);
+// The command line of this process, for the header (valid UTF-8).
 std::string own_command_line();
 // The start time of process `pid` in clock ticks after boot, or 0 when it cannot be read.
 std::uint64_t process_start_time(long pid);

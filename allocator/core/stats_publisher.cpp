@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -74,21 +75,44 @@ void publisher_thread() {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// Removes this user's pages that no process holds (files that are not valid pages stay).
+// The pid in "cudacache-<pid>-<n>" or ".cudacache-<pid>-XXXXXX" (0 when there is none).
+long pid_in_name(const std::string& name) {
+  const std::string prefix = name[0] == '.' ? ".cudacache-" : "cudacache-";
+  if (name.compare(0, prefix.size(), prefix) != 0) return 0;
+  return std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+}
+
+// A valid page of this user whose header names the pid in its name.
+bool is_own_page(int fd, const std::string& name) {
+  struct stat info {};
+  std::string why;
+  const auto header = stats_page::read_header(fd, &why);
+  return ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == ::geteuid() && header &&
+         header->pid == pid_in_name(name);
+}
+
+// Removes this user's pages that no process holds, and the temporary files of processes that
+// died while creating theirs. Files that are not valid pages stay.
 void remove_abandoned_pages(const std::string& directory) {
   DIR* dir = ::opendir(directory.c_str());
   if (dir == nullptr) return;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
-    if (!stats_page::is_page_name(name)) continue;
     const std::string path = directory + "/" + name;
+    if (name.compare(0, 11, ".cudacache-") == 0) {
+      const long pid = pid_in_name(name);
+      struct stat info {};
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+          ::lstat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+          info.st_uid == ::geteuid()) {
+        ::unlink(path.c_str());
+      }
+      continue;
+    }
+    if (!stats_page::is_page_name(name)) continue;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) continue;
-    struct stat info {};
-    std::string why;
-    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == ::geteuid() &&
-        stats_page::read_header(fd, &why) && stats_page::is_abandoned(fd)) {
-      ::unlink(path.c_str());
+    if (is_own_page(fd, name) && stats_page::remove_if_abandoned(fd, path)) {
       logger().debug("stats page: removed the abandoned {}", path);
     }
     ::close(fd);
@@ -111,6 +135,11 @@ void remove_at_exit() {
   if (p.mapping != nullptr && p.owner == ::getpid()) ::unlink(p.path.c_str());
 }
 
+// Around fork: the sources' lock is taken first, so that the publisher's thread holds no
+// allocator's lock at the moment of the fork (the child would inherit it locked for ever).
+void before_fork() { sources().mutex.lock(); }
+void after_fork_in_parent() { sources().mutex.unlock(); }
+
 // In a forked child: the parent's page is not ours. Writes of inherited allocators go to
 // private memory at the same address; a new allocator makes a new page.
 void detach_in_child() {
@@ -119,9 +148,10 @@ void detach_in_child() {
   // so the mutexes are re-created rather than taken, and the publisher's thread is gone.
   new (&p.mutex) std::mutex;
   Sources& s = sources();
-  new (&s.mutex) std::mutex;
+  new (&s.mutex) std::mutex;  // held by before_fork: the child's copy is made anew
   new (&s.wake) std::condition_variable;
   s.thread_running = false;
+  s.list.clear();  // the inherited allocators write to private memory now
   if (p.mapping == nullptr) return;
   ::mmap(p.mapping, p.bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1,
          0);
@@ -154,7 +184,9 @@ bool create(Page& p, std::uint32_t device_count) {
     return false;
   };
   if (::fchmod(fd, S_IRUSR | S_IWUSR) != 0) return fail("fchmod");
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return fail("ftruncate");
+  // Blocks allocated now: a sparse file on a full tmpfs would fault (SIGBUS) at first write.
+  errno = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (errno != 0) return fail("posix_fallocate");
   if (::flock(fd, LOCK_SH) != 0) return fail("flock");
   mapping = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mapping == MAP_FAILED) return fail("mmap");
@@ -181,13 +213,11 @@ bool create(Page& p, std::uint32_t device_count) {
     // A file of a dead process whose pid this one reuses: removed, the name taken again.
     const int existing = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (existing >= 0) {
-      struct stat info {};
-      std::string why;
-      const bool abandoned = ::fstat(existing, &info) == 0 && info.st_uid == ::geteuid() &&
-                             stats_page::read_header(existing, &why) &&
-                             stats_page::is_abandoned(existing);
+      const std::string name = path.substr(directory.size() + 1);
+      const bool removed =
+          is_own_page(existing, name) && stats_page::remove_if_abandoned(existing, path);
       ::close(existing);
-      if (abandoned && ::unlink(path.c_str()) == 0) --n;
+      if (removed) --n;
     }
   }
   ::unlink(temporary.c_str());
@@ -199,7 +229,7 @@ bool create(Page& p, std::uint32_t device_count) {
   p.path = path;
   if (!p.exit_handlers_installed) {
     std::atexit(remove_at_exit);
-    ::pthread_atfork(nullptr, nullptr, detach_in_child);
+    ::pthread_atfork(before_fork, after_fork_in_parent, detach_in_child);
     p.exit_handlers_installed = true;
   }
   logger().info("stats page: publishing in {}", path);

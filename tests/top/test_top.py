@@ -318,6 +318,15 @@ class TopTest(unittest.TestCase):
         with socket.create_connection(("127.0.0.1", int(match[1])), timeout=10) as raw:
             raw.sendall(b"hello there\r\n\r\n")
             self.assertTrue(raw.recv(100).startswith(b"HTTP/1.1 400"))
+        # A client that never finishes its request gets a 408 after 3 s, and a scraper behind it
+        # is answered then, not after the slow client gives up.
+        with socket.create_connection(("127.0.0.1", int(match[1])), timeout=20) as slow:
+            slow.sendall(b"GET /metr")
+            started = time.monotonic()
+            with urllib.request.urlopen(base + "/metrics", timeout=20) as response:
+                self.assertEqual(response.status, 200)
+            self.assertLess(time.monotonic() - started, 10)
+            self.assertTrue(slow.recv(100).startswith(b"HTTP/1.1 408"))
         server.send_signal(signal.SIGTERM)
         self.assertEqual(server.wait(timeout=10), 0)
 

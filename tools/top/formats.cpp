@@ -181,22 +181,22 @@ std::string json(const Scan& scan) {
   for (std::size_t i = 0; i < scan.rows.size(); ++i) {
     const Row& r = scan.rows[i];
     out += i == 0 ? "\n  " : ",\n  ";
-    out += "{\"pid\": " + std::to_string(r.pid) + ", \"command\": " + json_string(r.command) +
-           ", \"device\": " + std::to_string(r.device) +
-           ", \"allocated_bytes\": " + std::to_string(r.allocated) +
-           ", \"reserved_bytes\": " + std::to_string(r.reserved) +
-           ", \"requested_bytes\": " + std::to_string(r.requested) +
-           ", \"peak_allocated_bytes\": " + std::to_string(r.peak_allocated) +
-           ", \"peak_reserved_bytes\": " + std::to_string(r.peak_reserved) +
-           ", \"cached_bytes\": " + std::to_string(r.cached) +
-           ", \"largest_free_block_bytes\": " + std::to_string(r.largest_free) +
-           ", \"fragmentation\": " + fixed(r.fragmentation, 4) +
-           ", \"allocations\": " + std::to_string(r.allocations) +
-           ", \"segments\": " + std::to_string(r.segments) +
-           ", \"ooms\": " + std::to_string(r.ooms) +
-           ", \"alloc_retries\": " + std::to_string(r.alloc_retries) +
-           ", \"device_allocs\": " + std::to_string(r.device_allocs) +
-           ", \"device_frees\": " + std::to_string(r.device_frees) + "}";
+    out +=
+        "{\"pid\": " + std::to_string(r.pid) + ", \"page\": " + std::to_string(r.page) +
+        ", \"command\": " + json_string(r.command) + ", \"device\": " + std::to_string(r.device) +
+        ", \"allocated_bytes\": " + std::to_string(r.allocated) +
+        ", \"reserved_bytes\": " + std::to_string(r.reserved) +
+        ", \"requested_bytes\": " + std::to_string(r.requested) +
+        ", \"peak_allocated_bytes\": " + std::to_string(r.peak_allocated) +
+        ", \"peak_reserved_bytes\": " + std::to_string(r.peak_reserved) +
+        ", \"cached_bytes\": " + std::to_string(r.cached) +
+        ", \"largest_free_block_bytes\": " + std::to_string(r.largest_free) +
+        ", \"fragmentation\": " + fixed(r.fragmentation, 4) +
+        ", \"allocations\": " + std::to_string(r.allocations) +
+        ", \"segments\": " + std::to_string(r.segments) + ", \"ooms\": " + std::to_string(r.ooms) +
+        ", \"alloc_retries\": " + std::to_string(r.alloc_retries) +
+        ", \"device_allocs\": " + std::to_string(r.device_allocs) +
+        ", \"device_frees\": " + std::to_string(r.device_frees) + "}";
   }
   out += scan.rows.empty() ? "], \"notes\": [" : "\n], \"notes\": [";
   for (std::size_t i = 0; i < scan.notes.size(); ++i) {
@@ -252,8 +252,9 @@ std::string prometheus(const Scan& scan) {
     out += std::string("# TYPE ") + metric.name + " " + metric.type + "\n";
     for (const Row& row : scan.rows) {
       out += std::string(metric.name) + "{pid=\"" + std::to_string(row.pid) + "\",device=\"" +
-             std::to_string(row.device) + "\",command=\"" + label_value(row.command) + "\"} " +
-             metric.value(row) + "\n";
+             std::to_string(row.device) + "\"," +
+             (row.page != 0 ? "page=\"" + std::to_string(row.page) + "\"," : std::string()) +
+             "command=\"" + label_value(row.command) + "\"} " + metric.value(row) + "\n";
     }
   }
   out += "# HELP cudacache_top_pages_skipped Stats pages cudacache-top could not read.\n";

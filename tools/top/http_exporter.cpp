@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -38,16 +39,32 @@ std::string response(int status, const char* reason, const char* type, const std
          body;
 }
 
-// Reads the request head (up to the blank line) with a 2 s limit per read.
+// Reads the request head (up to the blank line) within kRequestSeconds in all: a slow client
+// gets a 408, and the server goes back to the others.
+constexpr int kRequestMilliseconds = 3000;
+
 void answer(int client, const std::function<std::string()>& metrics) {
-  timeval timeout{2, 0};
-  ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  timeval send_timeout{2, 0};
+  ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestMilliseconds);
   std::string head;
   char buffer[1024];
   while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-    const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
-    if (n < 0 && errno == EINTR) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd waiting{client, POLLIN, 0};
+    const int ready = left.count() > 0 ? ::poll(&waiting, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) {
+      if (g_stop.load()) return;
+      continue;
+    }
+    if (ready == 0) {
+      send_all(client, response(408, "Request Timeout", "text/plain", "request head too slow\n"));
+      return;
+    }
+    const ssize_t n = ::recv(client, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) break;
     head.append(buffer, static_cast<std::size_t>(n));
     if (head.size() > kMaxRequestBytes) {
@@ -105,7 +122,8 @@ int serve_metrics(const std::string& listen, const std::function<std::string()>&
     return 2;
   }
   address.sin_port = htons(static_cast<std::uint16_t>(port));
-  const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a connection that goes away between poll and accept cannot hang accept.
+  const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int yes = 1;
   if (server < 0 || ::setsockopt(server, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes) != 0 ||
       ::bind(server, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||

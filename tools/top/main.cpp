@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,21 +20,41 @@ namespace {
 
 using namespace cudacache::top;
 
-// Writes `text` to `path` through a temporary file and a rename, so that a reader
-// (node_exporter's textfile collector) never sees half a file.
+// Writes `text` to `path` through a new temporary file beside it (mkstemp: never an existing
+// file or a link), flushed to disk, then renamed: a reader (node_exporter's textfile collector)
+// never sees half a file.
 bool write_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "w");
-  if (file == nullptr) {
+  const std::size_t slash = path.rfind('/');
+  std::string temporary = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
+                          ".cudacache-top-XXXXXX";
+  const int fd = ::mkstemp(temporary.data());
+  const auto fail = [&](const std::string& what) {
+    std::fprintf(stderr, "cudacache-top: cannot write %s: %s\n", what.c_str(),
+                 std::strerror(errno));
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(temporary.c_str());
+    }
+    return false;
+  };
+  if (fd < 0) return fail(temporary);
+  for (std::size_t written = 0; written < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(temporary);
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) return fail(temporary);
+  if (::close(fd) != 0) {
+    ::unlink(temporary.c_str());
     std::fprintf(stderr, "cudacache-top: cannot write %s: %s\n", temporary.c_str(),
                  std::strerror(errno));
     return false;
   }
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  if (std::fclose(file) != 0 || !written || std::rename(temporary.c_str(), path.c_str()) != 0) {
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::fprintf(stderr, "cudacache-top: cannot write %s: %s\n", path.c_str(),
                  std::strerror(errno));
-    std::remove(temporary.c_str());
+    ::unlink(temporary.c_str());
     return false;
   }
   return true;

@@ -46,6 +46,11 @@ long pid_of_name(const std::string& name) {
   return std::strtol(name.c_str() + std::strlen("cudacache-"), nullptr, 10);
 }
 
+// The n in cudacache-<pid>-<n>: 0, or more for a second copy of the allocator in one process.
+int page_number_of_name(const std::string& name) {
+  return static_cast<int>(std::strtol(name.c_str() + name.rfind('-') + 1, nullptr, 10));
+}
+
 }  // namespace
 
 Scan scan_pages(const std::string& directory, bool remove_abandoned) {
@@ -101,7 +106,7 @@ Scan scan_pages(const std::string& directory, bool remove_abandoned) {
     }
     if (stats_page::is_abandoned(fd)) {
       const std::string owner = "pid " + std::to_string(page->pid) + ", " + page->command;
-      if (remove_abandoned && ::unlink(path.c_str()) == 0) {
+      if (remove_abandoned && stats_page::remove_if_abandoned(fd, path)) {
         scan.notes.push_back("removed " + name + ": its process (" + owner + ") has exited");
         ++scan.removed;
       } else {
@@ -116,7 +121,10 @@ Scan scan_pages(const std::string& directory, bool remove_abandoned) {
       scan.notes.push_back(name + ": " + std::to_string(page->busy_slots) +
                            " device(s) changing too fast to read, left out this time");
     }
-    for (const auto& device : page->devices) scan.rows.push_back(make_row(*page, device));
+    for (const auto& device : page->devices) {
+      scan.rows.push_back(make_row(*page, device));
+      scan.rows.back().page = page_number_of_name(name);
+    }
   }
   return scan;
 }

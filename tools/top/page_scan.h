@@ -10,7 +10,10 @@ namespace cudacache::top {
 
 struct Row {
   long pid = 0;
-  std::string command;
+  // 0; 1 and up for another copy of the allocator in the same process (the preload beside
+  // libcudacache.so), whose rows would otherwise look the same.
+  int page = 0;
+  std::string command;  // as the process wrote it: valid UTF-8 (stats_page.h)
   int device = 0;
   std::uint64_t allocated = 0;
   std::uint64_t reserved = 0;

@@ -125,7 +125,14 @@ def load_trace(path):
 
 def replay_in_this_process(trace_path, label):
     import ctypes
+    import gc
     import warnings
+    # PyTorch 2.15 on cudasim segfaults now and then when the cycle collector runs after an
+    # expandable-segments OutOfMemoryError (about 1 run in 6 of the min-capacity search;
+    # Python's faulthandler shows "Garbage-collecting"). Tensors are freed by reference
+    # counting, which the collector does not change, so the figures are the same without it;
+    # the process leaves with os._exit once its result is out (see main).
+    gc.disable()
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch
 
@@ -340,7 +347,9 @@ def main(argv=None):
     try:
         if args.child:
             replay_in_this_process(args.trace, args.label or "torch-native")
-            return 0
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)  # no interpreter teardown: its final collection is the crash above
         load_trace(args.trace)  # a bad trace is exit 2 before anything starts
     except TraceError as error:
         print(f"torch_replay: {error}", file=sys.stderr)
