@@ -330,6 +330,30 @@ class TopTest(unittest.TestCase):
         server.send_signal(signal.SIGTERM)
         self.assertEqual(server.wait(timeout=10), 0)
 
+    def test_two_pages_of_one_process_are_told_apart(self):
+        """The preload beside libcudacache.so makes a second page, cudacache-<pid>-1: its rows
+        and series carry the page number. Stood in for by a copy of a live page that this test
+        holds, as a process holds its own."""
+        import fcntl
+        holder = self.start_api(threads=1, mib=3, devices="0")
+        self.wait_for_allocated({(holder.pid, 0): 2 * MiB})
+        second = os.path.join(self.dir, f"cudacache-{holder.pid}-1")
+        shutil.copyfile(os.path.join(self.dir, f"cudacache-{holder.pid}-0"), second)
+        with open(second, "rb") as held:
+            fcntl.flock(held, fcntl.LOCK_SH)
+            data = self.top_json()
+            pages = sorted(row["page"] for row in data["rows"] if row["pid"] == holder.pid)
+            self.assertEqual(pages, [0, 1], data)
+            text = self.top("--prometheus").stdout
+            series = [line.rsplit(" ", 1)[0] for line in text.splitlines()
+                      if line.startswith("cudacache_allocated_bytes{")]
+            self.assertEqual(len(series), 2)
+            self.assertEqual(len(set(series)), 2, series)
+            self.assertIn(f'pid="{holder.pid}",device="0",page="1",', text)
+        # Let go: the copy is abandoned now, and removed.
+        self.assertIn(f"removed cudacache-{holder.pid}-1", " ".join(self.top_json()["notes"]))
+        self.finish(holder)
+
     def test_live_view_sorts_by_the_key_pressed_and_quits_on_q(self):
         small = self.start_api(threads=1, mib=3, devices="0")
         large = self.start_api(threads=1, mib=9, devices="0")
