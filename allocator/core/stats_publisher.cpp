@@ -122,8 +122,8 @@ void remove_abandoned_pages(const std::string& directory) {
 
 void remove_at_exit() {
   {
-    // The thread makes no call after this (it is not joined: it may be waiting for an
-    // allocator that the exiting thread holds).
+    // The thread makes no call after this; it is not joined (the process is ending, and a
+    // detached thread cannot be joined).
     Sources& s = sources();
     std::lock_guard<std::mutex> lock(s.mutex);
     s.stopped = true;
