@@ -36,7 +36,6 @@ Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size
   }
   if (!may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
-  forget_largest(block->size);
   auto node = free_.extract(it);
   if (spare_node_.empty()) spare_node_ = std::move(node);
   return block;
@@ -61,7 +60,6 @@ void BlockPool::insert(Block* block) {
     unmapped_.insert(block);
     return;
   }
-  if (largest_free_known_) largest_free_ = std::max(largest_free_, block->size);
   if (spare_node_.empty()) {
     free_.insert(block);
     return;
@@ -77,13 +75,10 @@ void BlockPool::erase(Block* block) {
     return;
   }
   auto node = free_.extract(block);
-  if (node.empty()) return;
-  forget_largest(block->size);
   if (spare_node_.empty()) spare_node_ = std::move(node);
 }
 
 std::size_t BlockPool::largest_free_block() const {
-  if (largest_free_known_) return largest_free_;
   // The last block of each stream is that stream's largest: one search per stream.
   std::size_t largest = 0;
   for (auto it = free_.end(); it != free_.begin();) {
@@ -92,8 +87,6 @@ std::size_t BlockPool::largest_free_block() const {
     Block key = search_key((*it)->stream, 0);
     it = free_.lower_bound(&key);
   }
-  largest_free_ = largest;
-  largest_free_known_ = true;
   return largest;
 }
 

@@ -96,8 +96,8 @@ class BlockPool {
   void insert(Block* block);
   void erase(Block* block);
   std::uint64_t search_count() const { return search_count_; }
-  // The largest free (mapped) block of any stream: kept as blocks come and go, searched again
-  // (one search per stream) only after the largest one left.
+  // The largest free (mapped) block of any stream: one search per stream (the last block of a
+  // stream is its largest), not a walk of every free block.
   std::size_t largest_free_block() const;
 
   // Block objects are recycled, so that split and merge on the cache-hit path do not
@@ -117,14 +117,8 @@ class BlockPool {
     return key;
   }
 
-  void forget_largest(std::size_t size) {
-    if (size >= largest_free_) largest_free_known_ = false;
-  }
-
   PoolKind kind_;
   FreeIndex free_;
-  mutable std::size_t largest_free_ = 0;
-  mutable bool largest_free_known_ = true;
   // A node of free_ kept for the next insert: take + split + insert and merge + insert then
   // allocate no host memory.
   FreeIndex::node_type spare_node_;

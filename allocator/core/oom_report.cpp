@@ -7,29 +7,6 @@
 
 namespace cudacache {
 
-std::string format_size(std::size_t bytes) {
-  if (bytes <= 1024) return std::to_string(bytes) + " bytes";
-  const char* unit = "KiB";
-  double value = static_cast<double>(bytes) / 1024.0;
-  if (value >= 1024.0) {
-    value /= 1024.0;
-    unit = "MiB";
-  }
-  if (value >= 1024.0) {
-    value /= 1024.0;
-    unit = "GiB";
-  }
-  char text[64];
-  std::snprintf(text, sizeof text, "%.2f %s", value, unit);
-  return text;
-}
-
-double fragmentation(std::size_t reserved, std::size_t allocated, std::size_t largest_free_cached) {
-  if (reserved <= allocated) return 0.0;
-  const double free_cached = static_cast<double>(reserved - allocated);
-  return std::clamp(1.0 - static_cast<double>(largest_free_cached) / free_cached, 0.0, 1.0);
-}
-
 std::string describe_oom(const OomReport& r, const Options& options) {
   char fragmentation_text[32];
   std::snprintf(fragmentation_text, sizeof fragmentation_text, "%.2f", r.fragmentation);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,12 @@ class JsonWriter {
   void value(std::uint64_t number) {
     separate();
     text_ += std::to_string(number);
+  }
+  void value(double number) {  // finite numbers only: JSON has no NaN or infinity
+    separate();
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", number);
+    text_ += text;
   }
 
   template <typename T>

@@ -79,9 +79,9 @@ TEST(BlockPool, EqualSizesPreferTheOlderSegmentThenTheLowerAddress) {
   EXPECT_EQ(pool.free_count(), 0u);
 }
 
-// largest_free_block() is kept as blocks come and go and searched again only after the
-// largest left: after every insert, erase and best-fit take of a random sequence on three
-// streams it must equal the largest size among the blocks actually in the pool.
+// largest_free_block() searches once per stream: after every insert, erase and best-fit take
+// of a random sequence on three streams it must equal the largest size among the blocks
+// actually in the pool.
 TEST(BlockPool, LargestFreeBlockFollowsEveryInsertEraseAndTake) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);

@@ -1,5 +1,8 @@
 #include "formats.h"
 
+#include "json_writer.h"
+#include "memory_figures.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -7,23 +10,6 @@
 
 namespace cudacache::top {
 namespace {
-
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 // Prometheus label values: backslash, double quote and line feed are escaped.
 std::string label_value(const std::string& text) {
@@ -124,18 +110,6 @@ void sort_rows(std::vector<Row>& rows, SortKey key) {
   });
 }
 
-std::string human_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(units)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fixed(value, 2) + " " + units[unit];
-}
-
 std::string table(const Scan& scan, SortKey key, std::size_t width) {
   std::vector<Row> rows = scan.rows;
   sort_rows(rows, key);
@@ -164,101 +138,107 @@ std::string table(const Scan& scan, SortKey key, std::size_t width) {
     std::string command = short_command(row.command).substr(0, 18);
     std::snprintf(line, sizeof line,
                   "%8ld %-18s %4d %11s %11s %11s %11s %12s %5s %5" PRIu64 " %7" PRIu64 "\n",
-                  row.pid, command.c_str(), row.device, human_bytes(row.allocated).c_str(),
-                  human_bytes(row.reserved).c_str(), human_bytes(row.peak_reserved).c_str(),
-                  human_bytes(row.cached).c_str(), human_bytes(row.largest_free).c_str(),
+                  row.pid, command.c_str(), row.device, format_size(row.allocated).c_str(),
+                  format_size(row.reserved).c_str(), format_size(row.peak_reserved).c_str(),
+                  format_size(row.cached).c_str(), format_size(row.largest_free).c_str(),
                   fixed(row.fragmentation, 2).c_str(), row.ooms, row.device_calls());
     out += clip(line);
   }
   return out;
 }
 
+namespace {
+
+// The counters of a row, once for the JSON keys and the Prometheus metrics.
+struct Counter {
+  const char* key;     // JSON
+  const char* metric;  // Prometheus
+  const char* type;
+  const char* help;
+  std::uint64_t Row::*member;
+};
+
+constexpr Counter kCounters[] = {
+    {"allocated_bytes", "cudacache_allocated_bytes", "gauge",
+     "Bytes in live allocations (allocated_bytes.all.current).", &Row::allocated},
+    {"reserved_bytes", "cudacache_reserved_bytes", "gauge",
+     "Device memory the allocator holds (reserved_bytes.all.current).", &Row::reserved},
+    {"requested_bytes", "cudacache_requested_bytes", "gauge",
+     "Bytes the program asked for, before rounding.", &Row::requested},
+    {"peak_allocated_bytes", "cudacache_peak_allocated_bytes", "gauge",
+     "Peak of allocated bytes since start or reset.", &Row::peak_allocated},
+    {"peak_reserved_bytes", "cudacache_peak_reserved_bytes", "gauge",
+     "Peak of reserved bytes since start or reset.", &Row::peak_reserved},
+    {"cached_bytes", "cudacache_cached_bytes", "gauge", "Reserved bytes not allocated: the cache.",
+     &Row::cached},
+    {"largest_free_block_bytes", "cudacache_largest_free_block_bytes", "gauge",
+     "The largest free cached block.", &Row::largest_free},
+    {"allocations", "cudacache_allocations", "gauge", "Live allocations.", &Row::allocations},
+    {"segments", "cudacache_segments", "gauge", "Segments, or mapped ranges of pages.",
+     &Row::segments},
+    {"ooms", "cudacache_ooms_total", "counter", "Allocations that ended in an out-of-memory error.",
+     &Row::ooms},
+    {"alloc_retries", "cudacache_alloc_retries_total", "counter",
+     "Allocations that needed the cache freed and a retry.", &Row::alloc_retries},
+    {"device_allocs", "cudacache_device_allocs_total", "counter",
+     "cudaMalloc calls, or maps of pages.", &Row::device_allocs},
+    {"device_frees", "cudacache_device_frees_total", "counter",
+     "cudaFree calls, or unmaps of pages.", &Row::device_frees},
+};
+
+}  // namespace
+
 std::string json(const Scan& scan) {
-  std::string out = "{\"directory\": " + json_string(scan.directory) +
-                    ", \"processes\": " + std::to_string(scan.processes) +
-                    ", \"skipped\": " + std::to_string(scan.skipped) +
-                    ", \"removed\": " + std::to_string(scan.removed) + ", \"rows\": [";
-  for (std::size_t i = 0; i < scan.rows.size(); ++i) {
-    const Row& r = scan.rows[i];
-    out += i == 0 ? "\n  " : ",\n  ";
-    out +=
-        "{\"pid\": " + std::to_string(r.pid) + ", \"page\": " + std::to_string(r.page) +
-        ", \"command\": " + json_string(r.command) + ", \"device\": " + std::to_string(r.device) +
-        ", \"allocated_bytes\": " + std::to_string(r.allocated) +
-        ", \"reserved_bytes\": " + std::to_string(r.reserved) +
-        ", \"requested_bytes\": " + std::to_string(r.requested) +
-        ", \"peak_allocated_bytes\": " + std::to_string(r.peak_allocated) +
-        ", \"peak_reserved_bytes\": " + std::to_string(r.peak_reserved) +
-        ", \"cached_bytes\": " + std::to_string(r.cached) +
-        ", \"largest_free_block_bytes\": " + std::to_string(r.largest_free) +
-        ", \"fragmentation\": " + fixed(r.fragmentation, 4) +
-        ", \"allocations\": " + std::to_string(r.allocations) +
-        ", \"segments\": " + std::to_string(r.segments) + ", \"ooms\": " + std::to_string(r.ooms) +
-        ", \"alloc_retries\": " + std::to_string(r.alloc_retries) +
-        ", \"device_allocs\": " + std::to_string(r.device_allocs) +
-        ", \"device_frees\": " + std::to_string(r.device_frees) + "}";
+  JsonWriter out;
+  out.begin_object();
+  out.field("directory", scan.directory);
+  out.field("processes", std::int64_t{scan.processes});
+  out.field("skipped", std::int64_t{scan.skipped});
+  out.field("removed", std::int64_t{scan.removed});
+  out.key("rows");
+  out.begin_array();
+  for (const Row& row : scan.rows) {
+    out.begin_object();
+    out.field("pid", std::int64_t{row.pid});
+    out.field("page", std::int64_t{row.page});
+    out.field("command", row.command);
+    out.field("device", std::int64_t{row.device});
+    for (const Counter& counter : kCounters) out.field(counter.key, row.*counter.member);
+    out.field("fragmentation", row.fragmentation);
+    out.end_object();
   }
-  out += scan.rows.empty() ? "], \"notes\": [" : "\n], \"notes\": [";
-  for (std::size_t i = 0; i < scan.notes.size(); ++i) {
-    out += (i == 0 ? "" : ", ") + json_string(scan.notes[i]);
-  }
-  return out + "]}\n";
+  out.end_array();
+  out.key("notes");
+  out.begin_array();
+  for (const std::string& note : scan.notes) out.value(note);
+  out.end_array();
+  out.end_object();
+  return out.str() + "\n";
 }
 
 std::string prometheus(const Scan& scan) {
-  struct Metric {
-    const char* name;
-    const char* type;
-    const char* help;
-    std::string (*value)(const Row&);
+  const auto labels = [](const Row& row) {
+    return "{pid=\"" + std::to_string(row.pid) + "\",device=\"" + std::to_string(row.device) +
+           "\"," + (row.page != 0 ? "page=\"" + std::to_string(row.page) + "\"," : std::string()) +
+           "command=\"" + label_value(row.command) + "\"}";
   };
-  static const Metric metrics[] = {
-      {"cudacache_allocated_bytes", "gauge",
-       "Bytes in live allocations (allocated_bytes.all.current).",
-       [](const Row& r) { return std::to_string(r.allocated); }},
-      {"cudacache_reserved_bytes", "gauge",
-       "Device memory the allocator holds (reserved_bytes.all.current).",
-       [](const Row& r) { return std::to_string(r.reserved); }},
-      {"cudacache_requested_bytes", "gauge", "Bytes the program asked for, before rounding.",
-       [](const Row& r) { return std::to_string(r.requested); }},
-      {"cudacache_peak_allocated_bytes", "gauge", "Peak of allocated bytes since start or reset.",
-       [](const Row& r) { return std::to_string(r.peak_allocated); }},
-      {"cudacache_peak_reserved_bytes", "gauge", "Peak of reserved bytes since start or reset.",
-       [](const Row& r) { return std::to_string(r.peak_reserved); }},
-      {"cudacache_cached_bytes", "gauge", "Reserved bytes not allocated: the cache.",
-       [](const Row& r) { return std::to_string(r.cached); }},
-      {"cudacache_largest_free_block_bytes", "gauge", "The largest free cached block.",
-       [](const Row& r) { return std::to_string(r.largest_free); }},
-      {"cudacache_fragmentation_ratio", "gauge",
-       "1 - largest free block / cached bytes (0: the cache is one block).",
-       [](const Row& r) { return fixed(r.fragmentation, 6); }},
-      {"cudacache_allocations", "gauge", "Live allocations.",
-       [](const Row& r) { return std::to_string(r.allocations); }},
-      {"cudacache_segments", "gauge", "Segments, or mapped ranges of pages.",
-       [](const Row& r) { return std::to_string(r.segments); }},
-      {"cudacache_ooms_total", "counter", "Allocations that ended in an out-of-memory error.",
-       [](const Row& r) { return std::to_string(r.ooms); }},
-      {"cudacache_alloc_retries_total", "counter",
-       "Allocations that needed the cache freed and a retry.",
-       [](const Row& r) { return std::to_string(r.alloc_retries); }},
-      {"cudacache_device_allocs_total", "counter", "cudaMalloc calls, or maps of pages.",
-       [](const Row& r) { return std::to_string(r.device_allocs); }},
-      {"cudacache_device_frees_total", "counter", "cudaFree calls, or unmaps of pages.",
-       [](const Row& r) { return std::to_string(r.device_frees); }},
+  const auto family = [](const char* name, const char* type, const char* help) {
+    return std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   };
   std::string out;
-  for (const Metric& metric : metrics) {
-    out += std::string("# HELP ") + metric.name + " " + metric.help + "\n";
-    out += std::string("# TYPE ") + metric.name + " " + metric.type + "\n";
+  for (const Counter& counter : kCounters) {
+    out += family(counter.metric, counter.type, counter.help);
     for (const Row& row : scan.rows) {
-      out += std::string(metric.name) + "{pid=\"" + std::to_string(row.pid) + "\",device=\"" +
-             std::to_string(row.device) + "\"," +
-             (row.page != 0 ? "page=\"" + std::to_string(row.page) + "\"," : std::string()) +
-             "command=\"" + label_value(row.command) + "\"} " + metric.value(row) + "\n";
+      out += counter.metric + labels(row) + " " + std::to_string(row.*counter.member) + "\n";
     }
   }
-  out += "# HELP cudacache_top_pages_skipped Stats pages cudacache-top could not read.\n";
-  out += "# TYPE cudacache_top_pages_skipped gauge\n";
+  out += family("cudacache_fragmentation_ratio", "gauge",
+                "1 - largest free block / cached bytes (0: the cache is one block).");
+  for (const Row& row : scan.rows) {
+    out += "cudacache_fragmentation_ratio" + labels(row) + " " + fixed(row.fragmentation, 6) + "\n";
+  }
+  out +=
+      family("cudacache_top_pages_skipped", "gauge", "Stats pages cudacache-top could not read.");
   out += "cudacache_top_pages_skipped " + std::to_string(scan.skipped) + "\n";
   return out;
 }

@@ -39,9 +39,6 @@ const SortKeyInfo& info(SortKey key);
 // Numbers largest first, pid/command/device smallest first; ties by (pid, device).
 void sort_rows(std::vector<Row>& rows, SortKey key);
 
-// "1.50 GiB": two decimals, binary units, as PyTorch's OOM message writes them.
-std::string human_bytes(std::uint64_t bytes);
-
 // The table: a header line and one line per row, `width` columns at most (0: no limit).
 std::string table(const Scan& scan, SortKey key, std::size_t width = 0);
 std::string json(const Scan& scan);

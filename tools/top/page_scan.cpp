@@ -1,5 +1,6 @@
 #include "page_scan.h"
 
+#include "memory_figures.h"
 #include "stats_page.h"
 
 #include <dirent.h>
@@ -28,10 +29,7 @@ Row make_row(const stats_page::PageContents& page, const stats_page::DeviceValue
   row.peak_reserved = v[kPeakReservedBytes];
   row.cached = row.reserved > row.allocated ? row.reserved - row.allocated : 0;
   row.largest_free = v[kLargestFreeBlockBytes];
-  if (row.cached > 0) {
-    row.fragmentation = std::clamp(
-        1.0 - static_cast<double>(row.largest_free) / static_cast<double>(row.cached), 0.0, 1.0);
-  }
+  row.fragmentation = fragmentation(row.reserved, row.allocated, row.largest_free);
   row.allocations = v[kAllocations];
   row.segments = v[kSegments];
   row.ooms = v[kOoms];

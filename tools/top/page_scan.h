@@ -22,7 +22,7 @@ struct Row {
   std::uint64_t peak_reserved = 0;
   std::uint64_t cached = 0;  // reserved - allocated
   std::uint64_t largest_free = 0;
-  double fragmentation = 0.0;  // 1 - largest_free / cached, as in the OOM message; 0 if no cache
+  double fragmentation = 0.0;  // memory_figures.h's, as in the OOM message
   std::uint64_t allocations = 0;
   std::uint64_t segments = 0;
   std::uint64_t ooms = 0;
