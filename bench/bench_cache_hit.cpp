@@ -54,6 +54,17 @@ void BM_DeviceAllocatorHistoryOn(benchmark::State& state) {
   cache_hits(state, cudacache::Options("record_history:100000"));
 }
 
+// History with C++ stacks (record_stacks:cpp): a backtrace and an interned stack per
+// allocation, what _record_memory_history(stacks=...) costs.
+void BM_DeviceAllocatorHistoryCppStacks(benchmark::State& state) {
+  cache_hits(state, cudacache::Options("record_history:100000,record_stacks:cpp"));
+}
+
+// The growth detector watching (detect_growth:3, C++ stacks), no step marked in the loop.
+void BM_DeviceAllocatorGrowthWatch(benchmark::State& state) {
+  cache_hits(state, cudacache::Options("detect_growth:3"));
+}
+
 void BM_CApi(benchmark::State& state) {
   const auto size = static_cast<ssize_t>(state.range(0));
   cudacache_free(cudacache_malloc(size, 0, nullptr), size, 0, nullptr);
@@ -88,6 +99,8 @@ BENCHMARK(BM_DeviceAllocatorStatsPageOff)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorPyTorchPolicy)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorOnAStream)->Apply(sizes);
 BENCHMARK(BM_DeviceAllocatorHistoryOn)->Apply(sizes);
+BENCHMARK(BM_DeviceAllocatorHistoryCppStacks)->Apply(sizes);
+BENCHMARK(BM_DeviceAllocatorGrowthWatch)->Apply(sizes);
 BENCHMARK(BM_CApi)->Apply(sizes);
 BENCHMARK(BM_Cub)->Apply(sizes);
 

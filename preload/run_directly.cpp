@@ -27,6 +27,8 @@ constexpr const char kUsage[] =
     "\n"
     "  CUDACACHE_CONF=key:value,...   allocator options (CUDACACHE_CONF=help lists them)\n"
     "  CUDACACHE_STATS_AT_EXIT=1|FILE a summary at exit, on stderr or in FILE\n"
+    "  CUDACACHE_SNAPSHOT_AT_EXIT=1|FILE the memory snapshot (JSON) at exit, with frames\n"
+    "                                 under CUDACACHE_CONF=record_history:N,record_stacks:cpp\n"
     "  CUDACACHE_LOG_LEVEL=debug      what the preload does (trace, debug, info, warn, ...)\n"
     "  CUDACACHE_PRELOAD_DRIVER=0     no driver-level hooks (static-runtime programs need them)\n"
     "\n"

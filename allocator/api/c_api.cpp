@@ -226,6 +226,46 @@ int cudacache_history_csv(int device, char* buf, size_t len) {
   return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
 }
 
+cudacache_status cudacache_record_history_stacks(int device, size_t max_entries, int stacks) {
+  return cudacache::guarded([&] {
+    const cudacache::StackKind kind = cudacache::to_stack_kind(stacks);
+    ProcessAllocators::instance().device(device).record_history(max_entries, kind);
+  });
+}
+
+void cudacache_set_python_frames_provider(cudacache_python_frames_provider provider) {
+  cudacache::set_python_frames_provider(provider);
+}
+
+cudacache_status cudacache_watch_growth(int device, unsigned rising_steps, int stacks, int flags) {
+  if ((flags & ~CUDACACHE_GROWTH_QUIET) != 0) {
+    return cudacache::invalid_argument("cudacache_watch_growth: unknown flags " +
+                                       std::to_string(flags) +
+                                       " (CUDACACHE_GROWTH_QUIET is the only flag)");
+  }
+  return cudacache::guarded([&] {
+    const cudacache::StackKind kind = cudacache::to_stack_kind(stacks);
+    ProcessAllocators::instance().device(device).watch_growth(
+        cudacache::checked_rising_steps(rising_steps), kind, (flags & CUDACACHE_GROWTH_QUIET) != 0);
+  });
+}
+
+int cudacache_mark_step(void) {
+  int found = 0;
+  const cudacache_status status =
+      cudacache::guarded([&] { found = ProcessAllocators::instance().mark_step(); });
+  return status == CUDACACHE_OK ? found : -1;
+}
+
+int cudacache_growth_report_json(int device, char* buf, size_t len) {
+  std::string text;
+  const cudacache_status status = cudacache::guarded([&] {
+    text =
+        cudacache::growth_report_json(ProcessAllocators::instance().device(device).growth_report());
+  });
+  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+}
+
 cudacache_status cudacache_configure(const char* config) {
   if (config == nullptr) return cudacache::invalid_argument("cudacache_configure: config is NULL");
   return cudacache::guarded([&] { ProcessAllocators::instance().configure(config); });

@@ -64,6 +64,21 @@ void record_history(std::size_t max_entries, int device) {
   ProcessAllocators::instance().device(device).record_history(max_entries);
 }
 
+void record_history(std::size_t max_entries, int device, cudacache_stacks stacks) {
+  ProcessAllocators::instance().device(device).record_history(max_entries, to_stack_kind(stacks));
+}
+
+void watch_growth(unsigned rising_steps, int device, cudacache_stacks stacks, bool quiet) {
+  ProcessAllocators::instance().device(device).watch_growth(checked_rising_steps(rising_steps),
+                                                            to_stack_kind(stacks), quiet);
+}
+
+int mark_step() { return ProcessAllocators::instance().mark_step(); }
+
+std::string growth_report_json(int device) {
+  return growth_report_json(ProcessAllocators::instance().device(device).growth_report());
+}
+
 std::string history_csv(int device) {
   return ProcessAllocators::instance().device(device).history_csv();
 }

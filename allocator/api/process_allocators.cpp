@@ -83,6 +83,35 @@ std::vector<DeviceAllocator*> ProcessAllocators::created() const {
   return result;
 }
 
+int ProcessAllocators::mark_step() {
+  int found = 0;
+  for (DeviceAllocator* allocator : created()) found += allocator->mark_step() ? 1 : 0;
+  return found;
+}
+
+StackKind to_stack_kind(int stacks) {
+  switch (stacks) {
+    case CUDACACHE_STACKS_NONE: return StackKind::kNone;
+    case CUDACACHE_STACKS_CPP: return StackKind::kCpp;
+    case CUDACACHE_STACKS_PYTHON: return StackKind::kPython;
+    case CUDACACHE_STACKS_ALL: return StackKind::kAll;
+    default: break;
+  }
+  report::invalid_argument(
+      "cudacache: stacks must be CUDACACHE_STACKS_NONE, _CPP, _PYTHON or "
+      "_ALL (0 to 3), not " +
+      std::to_string(stacks));
+}
+
+unsigned checked_rising_steps(unsigned rising_steps) {
+  if (rising_steps == 1 || rising_steps > GrowthSteps::kMax) {
+    report::invalid_argument("cudacache: watch_growth's rising_steps must be 0 (stop) or 2 to " +
+                             std::to_string(GrowthSteps::kMax) + ", not " +
+                             std::to_string(rising_steps));
+  }
+  return rising_steps;
+}
+
 void ProcessAllocators::reset_for_testing() {
   MutexLock lock(mutex_);
   ready_.store(false, std::memory_order_release);

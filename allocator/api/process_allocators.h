@@ -18,6 +18,12 @@
 
 namespace cudacache {
 
+// A cudacache_stacks value as the allocator's StackKind; throws Error (INVALID_ARGUMENT) for
+// any other int.
+StackKind to_stack_kind(int stacks);
+// watch_growth's rising steps: 0 or 2..GrowthSteps::kMax, else Error (INVALID_ARGUMENT).
+unsigned checked_rising_steps(unsigned rising_steps);
+
 class ProcessAllocators {
  public:
   static ProcessAllocators& instance();
@@ -28,6 +34,8 @@ class ProcessAllocators {
   DeviceAllocator& device(int device);
   // The allocators created so far.
   std::vector<DeviceAllocator*> created() const;
+  // Ends a growth-detector step on every allocator created so far; how many found growth.
+  int mark_step();
   RetryHooks& hooks() CUDACACHE_EXCLUDES(mutex_) {
     MutexLock lock(mutex_);
     return *hooks_;

@@ -88,8 +88,19 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
                                                 static_cast<double>(total_bytes));
   }
   stats_.values().max_split_size = static_cast<std::int64_t>(options_.max_split_size());
-  if (options_.record_history.max_entries > 0) {
-    history_.start(options_.record_history.max_entries);  // no lock needed: not yet shared
+  {
+    MutexLock lock(mutex_);  // not yet shared; the lock is for the analysis
+    if (options_.record_history.max_entries > 0) {
+      history_.start(options_.record_history.max_entries);
+      history_stacks_ = options_.record_stacks.kind;
+    }
+    if (options_.detect_growth.rising_steps > 0) {
+      growth_.watch(options_.detect_growth.rising_steps, 0);
+      // Sites need stacks: the configured ones, C++ frames when none are.
+      growth_stacks_ = options_.record_stacks.kind != StackKind::kNone ? options_.record_stacks.kind
+                                                                       : StackKind::kCpp;
+    }
+    update_capture_kind();
   }
   if (options_.publish_stats.enabled) {
     stats_slot_ = stats_publisher::claim(device_, count);  // no lock needed: not yet shared
@@ -144,11 +155,16 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
                              " bytes is larger than the maximum " +
                              std::to_string(kMaxRequestBytes));
   }
+  // Captured before the lock: a Python frames provider waits for the GIL (stack_table.h).
+  const auto capture = static_cast<StackKind>(capture_kind_.load(std::memory_order_relaxed));
+  const StackId stack =
+      capture == StackKind::kNone ? 0 : capture_stack(capture, __builtin_return_address(0));
   MutexLock lock(mutex_);
   validate_stream(stream);
   if (events_.pending() != 0) process_events();
 
   Request request;
+  request.stack = stack;
   request.requested = size;
   request.size = round_size(size, options_.roundup_power2_divisions);
   request.stream = stream;
@@ -169,7 +185,7 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
     stats_.values().num_ooms += 1;
     const OomReport report = make_report(request);
     record_event(HistoryAction::kOom, report.device_free_bytes, request.size, 0, request.requested,
-                 request.stream);
+                 request.stream, request.stack);
     std::string message = describe_oom(report, options_);
     logger().warn("{}", message);
     throw OutOfMemoryError(report, std::move(message));
@@ -270,6 +286,8 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   }
   block->allocated = true;
   block->requested_size = request.requested;
+  block->stack = request.stack;
+  block->step = growth_.step();
   if (spare_allocated_node_.empty()) {
     allocated_.emplace(block->pointer(), block);
   } else {
@@ -289,7 +307,7 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   if (block->size >= options_.max_split_size())
     DeviceStats::increase(stats.oversize_allocations, 1);
   record_event(HistoryAction::kAlloc, block->address, block->requested_size, block->size, 0,
-               block->stream);
+               block->stream, block->stack);
   return block->pointer();
 }
 
@@ -487,6 +505,7 @@ void DeviceAllocator::add_segment_snapshots(const Segment& segment,
       entry.state = "inactive";
     }
     if (block->allocated || block->pending_events > 0) {
+      entry.stack = block->stack;
       out->active_size += block->size;
       out->requested_size += block->requested_size;
     }
@@ -495,7 +514,7 @@ void DeviceAllocator::add_segment_snapshots(const Segment& segment,
 
 std::string DeviceAllocator::snapshot_json() const { return snapshot_to_json(snapshot()); }
 
-void DeviceAllocator::record_history(std::size_t max_entries) {
+void DeviceAllocator::record_history(std::size_t max_entries, StackKind stacks) {
   if (max_entries > kMaxHistoryEntries) {
     report::invalid_argument("cudacache: record_history of " + std::to_string(max_entries) +
                              " entries is above the maximum " + std::to_string(kMaxHistoryEntries) +
@@ -504,12 +523,66 @@ void DeviceAllocator::record_history(std::size_t max_entries) {
   MutexLock lock(mutex_);
   if (max_entries == 0) {
     history_.stop();
+    history_stacks_ = StackKind::kNone;
     logger().info("device {}: history recording stopped ({} entries kept)", device_,
                   history_.size());
   } else {
     history_.start(max_entries);
-    logger().info("device {}: recording history, at most {} entries", device_, max_entries);
+    history_stacks_ = stacks;
+    logger().info("device {}: recording history, at most {} entries, stacks: {}", device_,
+                  max_entries, stack_kind_name(stacks));
   }
+  update_capture_kind();
+}
+
+void DeviceAllocator::update_capture_kind() {
+  const auto history = history_.recording() ? static_cast<std::uint8_t>(history_stacks_) : 0;
+  const auto growth = growth_.watching() ? static_cast<std::uint8_t>(growth_stacks_) : 0;
+  capture_kind_.store(static_cast<std::uint8_t>(history | growth), std::memory_order_relaxed);
+}
+
+void DeviceAllocator::watch_growth(unsigned rising_steps, StackKind stacks, bool quiet) {
+  MutexLock lock(mutex_);
+  growth_.watch(rising_steps,
+                static_cast<std::size_t>(stats_.values().allocated_bytes[kAllPools].current));
+  growth_stacks_ = rising_steps > 0 ? stacks : StackKind::kNone;
+  growth_quiet_ = quiet;
+  update_capture_kind();
+  logger().info("device {}: growth watch {} ({} rising steps, stacks: {})", device_,
+                rising_steps > 0 ? "started" : "stopped", rising_steps, stack_kind_name(stacks));
+}
+
+bool DeviceAllocator::mark_step() {
+  MutexLock lock(mutex_);
+  const auto allocated =
+      static_cast<std::size_t>(stats_.values().allocated_bytes[kAllPools].current);
+  if (!growth_.end_step(allocated)) return false;
+  std::vector<GrowingBlock> live;
+  live.reserve(allocated_.size());
+  for (const auto& [pointer, block] : allocated_) {
+    live.push_back({block->stack, block->step, block->size});
+  }
+  std::vector<StackTally> tallies = growth_.tally(live);
+  const GrowthReport rise = growth_.report(device_);
+  // Sites are told apart by their frames, and naming frames takes the dynamic linker's lock:
+  // not under ours.
+  lock.unlock();
+  GrowthReport report = make_growth_report(device_, rise, std::move(tallies));
+  lock.lock();
+  if (!growth_.record(report)) return false;
+  const bool quiet = growth_quiet_;
+  lock.unlock();
+  const std::string message = describe_growth(report);
+  logger().warn("{}", message);
+  // The user asked for this warning (detect_growth, watch_growth): it is printed whatever the
+  // log level, unless the caller reports it itself.
+  if (!quiet) std::fprintf(stderr, "%s\n", message.c_str());
+  return true;
+}
+
+GrowthReport DeviceAllocator::growth_report() const {
+  MutexLock lock(mutex_);
+  return growth_.report(device_);
 }
 
 std::vector<HistoryEntry> DeviceAllocator::history() const {

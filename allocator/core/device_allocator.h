@@ -7,6 +7,7 @@
 
 #include "block_pool.h"
 #include "device_stats.h"
+#include "growth_detector.h"
 #include "history.h"
 #include "mutex.h"
 #include "options.h"
@@ -14,6 +15,7 @@
 #include "segment.h"
 #include "segment_backend.h"
 #include "snapshot.h"
+#include "stack_table.h"
 #include "stats_page.h"
 #include "stream_events.h"
 #include "thread_annotations.h"
@@ -22,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -80,10 +83,20 @@ class DeviceAllocator {
   // are dropped) that keeps the newest max_entries entries; 0 stops recording and keeps the
   // entries for export until the next start. Throws Error (INVALID_ARGUMENT) above
   // kMaxHistoryEntries. The record_history option starts a recording at construction.
-  void record_history(std::size_t max_entries) CUDACACHE_EXCLUDES(mutex_);
+  // `stacks`: which frames each alloc and oom entry carries (stack_table.h).
+  void record_history(std::size_t max_entries, StackKind stacks = StackKind::kNone)
+      CUDACACHE_EXCLUDES(mutex_);
   std::vector<HistoryEntry> history() const CUDACACHE_EXCLUDES(mutex_);
   // The history as a replay CSV "op,id,size,stream" (rules in history_csv.h).
   std::string history_csv() const CUDACACHE_EXCLUDES(mutex_);
+
+  // The growth detector (Note [Growth detection] in growth_detector.h). watch_growth starts a
+  // watch (rising_steps 0 stops it) whose blocks carry `stacks`; `quiet`: the warning is only
+  // logged, not printed on stderr (the caller reports it). mark_step ends a step: true when
+  // growth was found at this boundary (then said once, unless quiet).
+  void watch_growth(unsigned rising_steps, StackKind stacks, bool quiet) CUDACACHE_EXCLUDES(mutex_);
+  bool mark_step() CUDACACHE_EXCLUDES(mutex_);
+  GrowthReport growth_report() const CUDACACHE_EXCLUDES(mutex_);
 
   int device() const { return device_; }
   const Options& options() const { return options_; }
@@ -100,6 +113,7 @@ class DeviceAllocator {
     cudaStream_t stream = nullptr;
     BlockPool* pool = nullptr;
     bool fraction_cap_hit = false;
+    StackId stack = 0;  // where the caller is, when stacks are captured
   };
 
   // The composer (device_allocator.cpp): the ladder and what every policy shares.
@@ -178,13 +192,16 @@ class DeviceAllocator {
   void write_stats_slot() CUDACACHE_REQUIRES(mutex_);
   // Off: one predictable branch on a member under the lock already held.
   void record_event(HistoryAction action, std::uintptr_t address, std::size_t size,
-                    std::size_t block_size, std::size_t requested_size, cudaStream_t stream)
-      CUDACACHE_REQUIRES(mutex_) {
+                    std::size_t block_size, std::size_t requested_size, cudaStream_t stream,
+                    StackId stack = 0) CUDACACHE_REQUIRES(mutex_) {
     if (history_.recording()) {
       history_.record(action, address, size, block_size, requested_size,
-                      reinterpret_cast<std::uintptr_t>(stream));
+                      reinterpret_cast<std::uintptr_t>(stream), stack);
     }
   }
+  // What allocate() captures before taking the lock: the history's stacks and the growth
+  // watch's, together.
+  void update_capture_kind() CUDACACHE_REQUIRES(mutex_);
 
   const int device_;
   const Options options_;
@@ -208,6 +225,12 @@ class DeviceAllocator {
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
+  StackKind history_stacks_ CUDACACHE_GUARDED_BY(mutex_) = StackKind::kNone;
+  GrowthDetector growth_ CUDACACHE_GUARDED_BY(mutex_);
+  StackKind growth_stacks_ CUDACACHE_GUARDED_BY(mutex_) = StackKind::kNone;
+  bool growth_quiet_ CUDACACHE_GUARDED_BY(mutex_) = false;
+  // A StackKind, read without the lock on every allocation (one relaxed load when off).
+  std::atomic<std::uint8_t> capture_kind_{0};
   std::optional<stats_page::SlotWriter> stats_slot_ CUDACACHE_GUARDED_BY(mutex_);
   std::uint64_t stats_updates_ CUDACACHE_GUARDED_BY(mutex_) = 0;
 };

@@ -46,14 +46,10 @@ void AllocationHistory::start(std::size_t max_entries) {
 
 void AllocationHistory::record(HistoryAction action, std::uintptr_t address, std::size_t size,
                                std::size_t block_size, std::size_t requested_size,
-                               std::uintptr_t stream) {
-  const HistoryEntry entry{action,
-                           address,
-                           size,
-                           block_size,
-                           requested_size,
-                           stream,
-                           (steady_ns() + wall_offset_ns_) / 1000};
+                               std::uintptr_t stream, StackId stack) {
+  const HistoryEntry entry{
+      action,     stack,          address, size,
+      block_size, requested_size, stream,  (steady_ns() + wall_offset_ns_) / 1000};
   if (ring_.size() < capacity_) {
     ring_.push_back(entry);
     return;

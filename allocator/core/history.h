@@ -16,12 +16,16 @@
 //                                              `device_free`), size = rounded request
 //   empty_cache      empty_cache() returned    addr = 0, size = segment bytes it released
 //                    (a cudacache extension; its segment_free entries come before it)
+// alloc and oom entries carry the allocation's stack (`frames`) when stacks are captured
+// (record_stacks, stack_table.h); the others have none.
 // Every entry also keeps the rounded block size (`block_size`, alloc and free entries) and the
 // caller's size (`requested_size`, oom), the stream handle, and the time in microseconds since
 // the Unix epoch (a monotonic clock read, shifted by the wall-clock offset taken at start).
 //
 // Not thread safe: the owning DeviceAllocator calls it under its mutex.
 #pragma once
+
+#include "stack_table.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +50,7 @@ const char* history_action_name(HistoryAction action);
 
 struct HistoryEntry {
   HistoryAction action = HistoryAction::kAlloc;
+  StackId stack = 0;               // alloc and oom: the allocation's stack, when captured
   std::uintptr_t address = 0;      // device_free bytes for oom, 0 for empty_cache
   std::size_t size = 0;            // PyTorch's `size`, see the table above
   std::size_t block_size = 0;      // rounded block size (alloc, free_*), else 0
@@ -69,7 +74,8 @@ class AllocationHistory {
 
   // Appends an entry, overwriting the oldest when the ring is full. Requires recording().
   void record(HistoryAction action, std::uintptr_t address, std::size_t size,
-              std::size_t block_size, std::size_t requested_size, std::uintptr_t stream);
+              std::size_t block_size, std::size_t requested_size, std::uintptr_t stream,
+              StackId stack = 0);
 
   // The entries, oldest first.
   std::vector<HistoryEntry> entries() const;

@@ -237,6 +237,24 @@ std::string HistoryEntries::parse(std::string_view text) {
 
 std::string HistoryEntries::to_string() const { return std::to_string(max_entries); }
 
+std::string StackCapture::parse(std::string_view text) {
+  if (!parse_stack_kind(text, &kind)) return "none, cpp, python or all";
+  return {};
+}
+
+std::string StackCapture::to_string() const { return stack_kind_name(kind); }
+
+std::string GrowthSteps::parse(std::string_view text) {
+  std::size_t steps = 0;
+  if (!parse_unsigned(text, &steps) || steps == 1 || steps > kMax) {
+    return "an integer: 0 (off) or 2 to 1000 (rising steps)";
+  }
+  rising_steps = static_cast<unsigned>(steps);
+  return {};
+}
+
+std::string GrowthSteps::to_string() const { return std::to_string(rising_steps); }
+
 Options::Options(std::string_view config) { apply(config); }
 
 void Options::apply(std::string_view config) {

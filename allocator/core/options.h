@@ -2,6 +2,8 @@
 // value type of each, and Options, whose fields the table generates.
 #pragma once
 
+#include "stack_table.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +71,21 @@ struct AllocatorPolicy {
 
 struct HistoryEntries {
   std::size_t max_entries = 0;
+  std::string parse(std::string_view text);
+  std::string to_string() const;
+};
+
+// Which stacks are captured (stack_table.h).
+struct StackCapture {
+  StackKind kind = StackKind::kNone;
+  std::string parse(std::string_view text);
+  std::string to_string() const;
+};
+
+// The growth detector's rising steps (growth_detector.h); 0 = off.
+struct GrowthSteps {
+  static constexpr unsigned kMax = 1000;
+  unsigned rising_steps = 0;
   std::string parse(std::string_view text);
   std::string to_string() const;
 };

@@ -10,6 +10,7 @@
 
 #include "expandable_segment.h"
 #include "size_policy.h"
+#include "stack_table.h"
 
 #include <cuda_runtime_api.h>
 
@@ -38,6 +39,10 @@ struct Block {
   // Order of the segment's creation (1, 2, ... per device); every block of a segment carries
   // its segment's value, inherited through splits. Ranks equal-size free blocks: see BlockOrder.
   std::uint64_t segment_order = 0;
+  // While allocated: where (0 unless stacks are captured) and in which step of the growth
+  // detector (growth_detector.h) it was allocated.
+  StackId stack = 0;
+  std::uint64_t step = 0;
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
   void* pointer() const { return reinterpret_cast<void*>(address); }

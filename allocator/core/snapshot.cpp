@@ -27,18 +27,11 @@ void write_trace_entry(JsonWriter& json, const HistoryEntry& entry) {
   json.field("stream", static_cast<std::uint64_t>(entry.stream));
   json.field("time_us", entry.time_us);
   json.key("frames");
-  json.begin_array();
-  json.end_array();
+  write_frames(json, entry.stack);
   json.end_object();
 }
 
-}  // namespace
-
-std::string snapshot_to_json(const MemorySnapshot& snapshot) {
-  JsonWriter json;
-  json.begin_object();
-  json.key("segments");
-  json.begin_array();
+void write_segments(JsonWriter& json, const MemorySnapshot& snapshot) {
   for (const SegmentSnapshot& segment : snapshot.segments) {
     json.begin_object();
     json.field("device", static_cast<std::int64_t>(segment.device));
@@ -62,19 +55,34 @@ std::string snapshot_to_json(const MemorySnapshot& snapshot) {
       json.field("requested_size", static_cast<std::uint64_t>(block.requested_size));
       json.field("state", block.state);
       json.key("frames");
-      json.begin_array();
-      json.end_array();
+      write_frames(json, block.stack);
       json.end_object();
     }
     json.end_array();
     json.end_object();
   }
+}
+
+}  // namespace
+
+std::string snapshot_to_json(const MemorySnapshot& snapshot) {
+  return snapshots_to_json({snapshot});
+}
+
+std::string snapshots_to_json(const std::vector<MemorySnapshot>& snapshots) {
+  JsonWriter json;
+  json.begin_object();
+  json.key("segments");
+  json.begin_array();
+  for (const MemorySnapshot& snapshot : snapshots) write_segments(json, snapshot);
   json.end_array();
   json.key("device_traces");
   json.begin_array();
-  json.begin_array();
-  for (const HistoryEntry& entry : snapshot.trace) write_trace_entry(json, entry);
-  json.end_array();
+  for (const MemorySnapshot& snapshot : snapshots) {
+    json.begin_array();
+    for (const HistoryEntry& entry : snapshot.trace) write_trace_entry(json, entry);
+    json.end_array();
+  }
   json.end_array();
   json.end_object();
   return json.str();

@@ -17,6 +17,7 @@ struct BlockSnapshot {
   std::size_t size = 0;
   std::size_t requested_size = 0;
   const char* state = "inactive";  // active_allocated | active_pending_free | inactive
+  StackId stack = 0;               // where it was allocated (allocated or pending blocks)
 };
 
 struct SegmentSnapshot {
@@ -38,5 +39,8 @@ struct MemorySnapshot {
 };
 
 std::string snapshot_to_json(const MemorySnapshot& snapshot);
+// Several devices in one document: every segment, and one device_traces list per snapshot in
+// the order given (torch.cuda.memory._snapshot() of the whole process).
+std::string snapshots_to_json(const std::vector<MemorySnapshot>& snapshots);
 
 }  // namespace cudacache

@@ -130,17 +130,65 @@ CUDACACHE_API int cudacache_snapshot_json(int device, char* buf, size_t len);
 
 /* Allocation history, like PyTorch's torch.cuda.memory._record_memory_history(max_entries=N):
  * a bounded ring per device of alloc, free_requested, free_completed, segment_alloc,
- * segment_free, oom and empty_cache entries (segment_map/segment_unmap are reserved for
- * expandable segments and not produced). max_entries > 0 starts a new recording on device,
- * dropping earlier entries, and keeps the newest max_entries; 0 stops recording and keeps the
- * entries for export until the next start. The record_history:N option starts a recording on
- * every device from its allocator's creation instead. Like any call that names a device, this
- * one is a first use (the options become fixed). CUDACACHE_INVALID_ARGUMENT above 100000000. */
+ * segment_free, segment_map, segment_unmap (pages of expandable segments), oom and empty_cache
+ * entries, without stacks (cudacache_record_history_stacks records them). max_entries > 0 starts a
+ * new recording on device, dropping earlier entries, and keeps the newest max_entries; 0 stops
+ * recording and keeps the entries for export until the next start. The record_history:N option
+ * starts a recording on every device from its allocator's creation instead. Like any call that
+ * names a device, this one is a first use (the options become fixed). CUDACACHE_INVALID_ARGUMENT
+ * above 100000000. */
 CUDACACHE_API cudacache_status cudacache_record_history(int device, size_t max_entries);
 /* The history of device as a replay CSV ("op,id,size,stream" rows, the input of
  * cudacache-replay), snprintf-style like the JSON functions. The same entries are the
  * device_traces of cudacache_snapshot_json. */
 CUDACACHE_API int cudacache_history_csv(int device, char* buf, size_t len);
+
+/* Allocation stacks (PyTorch's _record_memory_history(stacks=...)): which frames an alloc or oom
+ * entry of the history, an allocated block of a snapshot and a growth site carry, as PyTorch's
+ * "frames" ([{"name", "filename", "line"}], innermost first, cudacache's own frames left out).
+ * CPP: the C++ call stack, captured as return addresses and named at export from the dynamic
+ * symbol table (dladdr: "filename" is the shared object, "line" 0; a program's own functions
+ * are named when it is linked with -rdynamic). PYTHON: Python frames, from the provider that
+ * libcudacache_torch registers. Off by default: capturing costs time on every allocation. */
+typedef enum cudacache_stacks {
+  CUDACACHE_STACKS_NONE = 0,
+  CUDACACHE_STACKS_CPP = 1,
+  CUDACACHE_STACKS_PYTHON = 2,
+  CUDACACHE_STACKS_ALL = 3
+} cudacache_stacks;
+/* cudacache_record_history with the stacks each entry carries (a cudacache_stacks value: an
+ * int parameter, so that any other value is an error rather than undefined behaviour). */
+CUDACACHE_API cudacache_status cudacache_record_history_stacks(int device, size_t max_entries,
+                                                               int stacks);
+
+/* Python frames: the provider calls emit(sink, name, filename, line) once per frame of the
+ * calling thread, innermost first (the strings need to live only during the call). It is called
+ * before cudacache takes any lock of its own. NULL unregisters. */
+typedef void (*cudacache_frame_sink)(void* sink, const char* name, const char* filename, int line);
+typedef void (*cudacache_python_frames_provider)(cudacache_frame_sink emit, void* sink);
+CUDACACHE_API void cudacache_set_python_frames_provider(cudacache_python_frames_provider provider);
+/* cudacache's own provider: the calling thread's frames through the CPython C API of the process
+ * (found at run time; no frames in a process without a running interpreter). The Python package
+ * registers it: cudacache_set_python_frames_provider(cudacache_python_frames). */
+CUDACACHE_API void cudacache_python_frames(cudacache_frame_sink emit, void* sink);
+
+/* Growth detector: memory a program keeps step after step (`total += loss` in a training
+ * loop). cudacache_watch_growth starts watching device (rising_steps 2..1000; 0 stops): each
+ * allocation then records its stack and its step. cudacache_mark_step ends a step on every
+ * device. When allocated memory at a step's end is higher than at the previous one for
+ * rising_steps ends in a row, the blocks those steps left allocated are grouped by allocation
+ * stack, and the sites with blocks from at least two of those steps are reported once: on
+ * stderr (not with CUDACACHE_GROWTH_QUIET) and in cudacache_growth_report_json. The
+ * detect_growth:N option watches every device from its first use. */
+#define CUDACACHE_GROWTH_QUIET 1
+CUDACACHE_API cudacache_status cudacache_watch_growth(int device, unsigned rising_steps, int stacks,
+                                                      int flags);
+/* Returns how many devices found growth at this step (0 mostly), or -1 on failure. */
+CUDACACHE_API int cudacache_mark_step(void);
+/* {"device", "growing", "step", "allocated_at_boundaries": [bytes...], "sites": [{"bytes",
+ * "blocks", "steps", "frames"}]} (sites most bytes first), snprintf-style like the JSON
+ * functions. */
+CUDACACHE_API int cudacache_growth_report_json(int device, char* buf, size_t len);
 
 /* Parses "key:value,key:value" (same syntax as CUDACACHE_CONF, whose keys it overrides).
  * Must be called before the first allocation; afterwards it fails with CUDACACHE_CONFIG. */

@@ -104,7 +104,16 @@ CUDACACHE_API std::string snapshot_json(int device = -1);
 // Allocation history (cudacache_record_history): max_entries > 0 starts a new recording on
 // `device`, 0 stops it and keeps the entries. history_csv: the entries as a replay CSV.
 CUDACACHE_API void record_history(std::size_t max_entries, int device = -1);
+// With the stacks each entry carries (cudacache_record_history_stacks).
+CUDACACHE_API void record_history(std::size_t max_entries, int device, cudacache_stacks stacks);
 CUDACACHE_API std::string history_csv(int device = -1);
+// Growth detector (cudacache_watch_growth): watch `device` (-1: the current one) for memory
+// kept step after step; mark_step() ends a step on every device and returns how many found
+// growth at it; growth_report_json() is cudacache_growth_report_json's document.
+CUDACACHE_API void watch_growth(unsigned rising_steps, int device = -1,
+                                cudacache_stacks stacks = CUDACACHE_STACKS_CPP, bool quiet = false);
+CUDACACHE_API int mark_step();
+CUDACACHE_API std::string growth_report_json(int device = -1);
 CUDACACHE_API void configure(const std::string& config);
 CUDACACHE_API int add_retry_hook(RetryHook hook);  // returns a handle for remove_retry_hook
 CUDACACHE_API void remove_retry_hook(int handle);

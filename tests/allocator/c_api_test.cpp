@@ -129,6 +129,18 @@ TEST_F(CApi, BadInputIsRejectedWithoutStateChange) {
        [&] { return cudacache_record_history(-2, 10); }},
       {"history SIZE_MAX entries", CUDACACHE_INVALID_ARGUMENT, "above the maximum 100000000",
        [&] { return cudacache_record_history(0, SIZE_MAX); }},
+      {"history stacks 7", CUDACACHE_INVALID_ARGUMENT, "stacks must be",
+       [&] { return cudacache_record_history_stacks(0, 10, 7); }},
+      {"watch 1 step", CUDACACHE_INVALID_ARGUMENT, "rising_steps must be 0 (stop) or 2 to 1000",
+       [&] { return cudacache_watch_growth(0, 1, CUDACACHE_STACKS_CPP, 0); }},
+      {"watch 1001 steps", CUDACACHE_INVALID_ARGUMENT, "not 1001",
+       [&] { return cudacache_watch_growth(0, 1001, CUDACACHE_STACKS_CPP, 0); }},
+      {"watch stacks -1", CUDACACHE_INVALID_ARGUMENT, "stacks must be",
+       [&] { return cudacache_watch_growth(0, 3, -1, 0); }},
+      {"watch flags", CUDACACHE_INVALID_ARGUMENT, "unknown flags 6",
+       [&] { return cudacache_watch_growth(0, 3, CUDACACHE_STACKS_CPP, 6); }},
+      {"watch device 7", CUDACACHE_INVALID_DEVICE, "invalid device ordinal 7",
+       [&] { return cudacache_watch_growth(7, 3, CUDACACHE_STACKS_CPP, 0); }},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(c.call(), c.expected) << c.what;
@@ -176,6 +188,38 @@ TEST_F(CApi, HistoryIsRecordedOnRequestAndExported) {
   cudacache_free(before, 100, 0, nullptr);
   EXPECT_EQ(cudacache_history_csv(0, nullptr, 0),
             needed - static_cast<int>(sizeof "alloc,0,100,0\n") + 1);
+}
+
+TEST_F(CApi, HistoryWithStacksCarriesFrames) {
+  ASSERT_EQ(cudacache_record_history_stacks(0, 100, CUDACACHE_STACKS_CPP), CUDACACHE_OK);
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  const std::string snapshot = state();
+  // The frames of this test: the library's own frames (the C API, the allocator) left out.
+  EXPECT_NE(snapshot.find("\"frames\":[{\"name\":"), std::string::npos) << snapshot;
+  EXPECT_EQ(snapshot.find("cudacache_malloc"), std::string::npos) << snapshot;
+  cudacache_free(p, 1000, 0, nullptr);
+}
+
+TEST_F(CApi, GrowthIsFoundAndReported) {
+  ASSERT_EQ(cudacache_watch_growth(0, 2, CUDACACHE_STACKS_CPP, CUDACACHE_GROWTH_QUIET),
+            CUDACACHE_OK);
+  std::vector<void*> kept;
+  std::vector<int> found;
+  for (int step = 0; step < 3; ++step) {
+    kept.push_back(cudacache_malloc(static_cast<ssize_t>(kMiB), 0, nullptr));
+    found.push_back(cudacache_mark_step());
+  }
+  EXPECT_EQ(found, (std::vector<int>{0, 1, 0}));
+  const int needed = cudacache_growth_report_json(0, nullptr, 0);
+  ASSERT_GT(needed, 0);
+  std::string report(static_cast<std::size_t>(needed) + 1, '\0');
+  ASSERT_EQ(cudacache_growth_report_json(0, report.data(), report.size()), needed);
+  EXPECT_NE(report.find("\"growing\":true"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"bytes\":2097152,\"blocks\":2,\"steps\":2"), std::string::npos) << report;
+  EXPECT_EQ(cudacache_growth_report_json(9, nullptr, 0), -1);
+  EXPECT_EQ(cudacache_watch_growth(0, 0, CUDACACHE_STACKS_NONE, 0), CUDACACHE_OK);  // stop
+  for (void* p : kept) cudacache_free(p, static_cast<ssize_t>(kMiB), 0, nullptr);
+  EXPECT_EQ(cudacache_mark_step(), 0);
 }
 
 TEST_F(CApi, HistoryFromTheEnvironment) {

@@ -13,6 +13,15 @@
 #include <map>
 #include <string>
 
+// A call site that a test's expected frames name: one frame of its own, never inlined, cloned
+// or folded with a look-alike (GCC's constant-propagation clones are local symbols, which
+// dladdr cannot name).
+#if defined(__clang__)
+#define CUDACACHE_TEST_SITE __attribute__((noinline))
+#else
+#define CUDACACHE_TEST_SITE __attribute__((noipa))
+#endif
+
 namespace cudacache::testing {
 
 // A test that may change cudasim's device 0: skipped without cudasim, its counters reset

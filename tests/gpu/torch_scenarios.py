@@ -93,6 +93,33 @@ def run_scenarios(allocator):
                 "growth_bytes": after_all - after_first, "steps": LOSS_STEPS,
                 "reserved": torch.cuda.memory_reserved()}
 
+    @scenario("growth_detector_names_the_leak")
+    def _():
+        # The same leak under cudacache's growth detector (cudacache.torch.watch_growth): the
+        # warning must name the line that accumulates the loss. PyTorch's allocator has none.
+        if allocator != "cudacache":
+            return {"not_applicable": "PyTorch's allocator has no growth detector"}
+        import warnings
+
+        torch.manual_seed(0)
+        model = mlp()
+        x_val = torch.randn(64, 1024, device="cuda")
+        total = 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watch = cudacache.torch.watch_growth(steps=3)
+            for step in range(10):
+                total = total + model(x_val).square().mean(); leak_line = sys._getframe().f_lineno
+                watch.step()
+            watch.stop()
+        messages = [str(w.message) for w in caught
+                    if issubclass(w.category, cudacache.torch.MemoryGrowthWarning)]
+        report = watch.report()
+        return {"warnings": len(messages), "names_line": any(f":{leak_line} in " in m
+                                                              for m in messages),
+                "sites": len(report["sites"]), "found_at_step": report["step"],
+                "message": messages[0][:600] if messages else None}
+
     @scenario("eval_with_and_without_no_grad")
     def _():
         torch.manual_seed(0)
@@ -214,6 +241,7 @@ def run_scenarios(allocator):
 
 ROWS = [
     ("loss_accumulated_without_item", "growth_bytes", "memory growth over 200 steps (B)"),
+    ("growth_detector_names_the_leak", "names_line", "growth warning names the leak's line"),
     ("eval_with_and_without_no_grad", "grad_current_delta", "eval with grad: current (B)"),
     ("eval_with_and_without_no_grad", "grad_peak_delta", "eval with grad: peak (B)"),
     ("eval_with_and_without_no_grad", "no_grad_current_delta", "eval no_grad: current (B)"),
@@ -247,6 +275,8 @@ def _works_like_pytorch(scenario, pytorch, cudacache):
 
     if scenario == "loss_accumulated_without_item":
         return same("growth_bytes") and mine("growth_bytes") > 0
+    if scenario == "growth_detector_names_the_leak":
+        return mine("warnings") == 1 and mine("names_line") is True
     if scenario == "eval_with_and_without_no_grad":
         keys = ("grad_current_delta", "no_grad_current_delta", "grad_peak_delta",
                 "no_grad_peak_delta")

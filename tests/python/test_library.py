@@ -205,6 +205,9 @@ C_TYPES = {
     "cudaStream_t": ctypes.c_void_p,
     "cudacache_status": ctypes.c_int,
     "cudacache_retry_hook": _library.RETRY_HOOK_FN,
+    "unsigned": ctypes.c_uint,
+    "cudacache_stacks": ctypes.c_int,  # an enum
+    "cudacache_python_frames_provider": ctypes.c_void_p,  # passed as the function's address
 }
 
 

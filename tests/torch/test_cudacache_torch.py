@@ -310,30 +310,102 @@ class PyTorchSettingsAtInstall(unittest.TestCase):
         self.assertIn("backend:cudaMallocAsync", r["error"][2])
         self.assertFalse(r["installed"])
 
-    def test_record_memory_history_warns_that_stacks_are_not_recorded(self):
+
+class AllocationSitesInPyTorch(unittest.TestCase):
+    """Frames in the history and snapshots, and the growth detector, from torch programs."""
+
+    def test_record_memory_history_records_python_frames(self):
+        r = run_installed("""
+            torch.cuda.memory._record_memory_history(context=None, max_entries=100)
+            w = torch.empty(1000, device="cuda")
+            without = [e["frames"] for e in torch.cuda.memory._snapshot()["device_traces"][0]]
+            torch.cuda.memory._record_memory_history(stacks="python", max_entries=100)
+            x = torch.empty(1000, device="cuda"); x_line = _sys._getframe().f_lineno
+            def make(n):
+                return torch.empty(n, device="cuda")  # the innermost frame
+            y = make(3000); y_line = _sys._getframe().f_lineno
+            snapshot = torch.cuda.memory._snapshot()
+            alloc = [e for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
+            blocks = {b["address"]: b["frames"] for s in snapshot["segments"]
+                      for b in s["blocks"] if b["state"] == "active_allocated"}
+            import tempfile, pickle, os
+            with tempfile.TemporaryDirectory() as temp:
+                path = os.path.join(temp, "s.pickle")
+                torch.cuda.memory._dump_snapshot(path)
+                with open(path, "rb") as f:
+                    dumped = pickle.load(f)
+            torch.cuda.memory._record_memory_history(stacks="all", max_entries=100)
+            z = torch.empty(5000, device="cuda"); z_line = _sys._getframe().f_lineno
+            all_frames = [e["frames"] for e in torch.cuda.memory._snapshot()["device_traces"][0]
+                          if e["action"] == "alloc"][0]
+            report({"without": without, "alloc": [e["frames"] for e in alloc],
+                    "x_block": blocks[x.data_ptr()], "w_block": blocks[w.data_ptr()],
+                    "lines": [x_line, y_line, z_line], "dumped": dumped["device_traces"][0],
+                    "all": all_frames})
+            """)
+        x_line, y_line, z_line = r["lines"]
+        self.assertTrue(all(frames == [] for frames in r["without"]))
+        x_frames, y_frames = r["alloc"]
+        self.assertEqual(x_frames[0], {"name": "<module>", "filename": "<string>", "line": x_line})
+        self.assertEqual(len(x_frames), 1)  # python only: no C++ frames
+        self.assertEqual(y_frames[0]["name"], "make")
+        self.assertEqual(y_frames[1], {"name": "<module>", "filename": "<string>", "line": y_line})
+        self.assertEqual(r["x_block"], x_frames)  # the snapshot's block: where it was allocated
+        self.assertEqual(r["w_block"], [])  # allocated while no stacks were recorded
+        self.assertEqual([e["frames"] for e in r["dumped"] if e["action"] == "alloc"],
+                         r["alloc"])  # the pickle carries them
+        # "all": C++ frames (PyTorch's libraries, named from their symbols) before Python's.
+        names = [f["name"] for f in r["all"]]
+        self.assertEqual(r["all"][-1], {"name": "<module>", "filename": "<string>",
+                                        "line": z_line})
+        self.assertGreater(len(names), 3, names)
+        self.assertTrue(any(f["filename"].endswith(".so") for f in r["all"][:-1]), r["all"])
+
+    def test_watch_growth_names_the_line_that_keeps_a_tensor_per_step(self):
+        r = run_installed("""
+            import warnings
+            kept = []
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                watch = cudacache.torch.watch_growth(steps=3)
+                found_at = []
+                for step in range(6):
+                    temporary = torch.empty(2**20, device="cuda")
+                    kept.append(torch.empty(2**18, device="cuda")); keep_line = _sys._getframe().f_lineno
+                    del temporary
+                    found_at.append(watch.step() is not None)
+            growth = [str(w.message) for w in caught
+                      if issubclass(w.category, cudacache.torch.MemoryGrowthWarning)]
+            report({"warnings": growth, "found_at": found_at, "report": watch.report(),
+                    "keep_line": keep_line})
+            """)
+        self.assertEqual(r["found_at"], [False, False, True, False, False, False])
+        self.assertEqual(len(r["warnings"]), 1, r["warnings"])
+        message = r["warnings"][0]
+        self.assertIn("grew at each of the last 3 steps", message)
+        self.assertIn(f"3.00 MiB in 3 blocks from 3 steps: <string>:{r['keep_line']} in <module>",
+                      message)
+        report = r["report"]
+        self.assertTrue(report["growing"])
+        self.assertEqual(len(report["sites"]), 1)
+        self.assertEqual(report["sites"][0]["frames"][0]["line"], r["keep_line"])
+
+    def test_watch_growth_over_a_steady_loop_says_nothing(self):
         r = run_installed("""
             import warnings
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                torch.cuda.memory._record_memory_history(context=None, max_entries=100)
-                quiet = len(caught)
-                torch.cuda.memory._record_memory_history(stacks="python", max_entries=100)
-                x = torch.empty(1000, device="cuda")
-                torch.cuda.memory._record_memory_history(stacks="all", max_entries=100)
-                y = torch.empty(1000, device="cuda")
-            trace = torch.cuda.memory._snapshot()["device_traces"][0]
-            report({"quiet": quiet,
-                    "warnings": [str(w.message) for w in caught
-                                 if "cudacache" in str(w.message)],
-                    "actions": [e["action"] for e in trace],
-                    "frames": [e["frames"] for e in trace]})
+                total = 0.0
+                for step in cudacache.torch.watch_growth(range(8), steps=2):
+                    activations = torch.empty(2**20, device="cuda")
+                    weights_update = torch.empty(2**18, device="cuda")
+                    del activations, weights_update
+            growth = [str(w.message) for w in caught
+                      if issubclass(w.category, cudacache.torch.MemoryGrowthWarning)]
+            report({"warnings": growth, "growing": cudacache.growth_report()["growing"]})
             """)
-        self.assertEqual(r["quiet"], 0)
-        self.assertEqual(len(r["warnings"]), 1, r["warnings"])  # once
-        self.assertIn("stacks='python'", r["warnings"][0])
-        self.assertIn("does not record stack traces", r["warnings"][0])
-        self.assertIn("alloc", r["actions"])  # the history itself is recorded
-        self.assertTrue(all(frames == [] for frames in r["frames"]))
+        self.assertEqual(r["warnings"], [])
+        self.assertFalse(r["growing"])
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from ._memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from ._growth import GrowthWatch, MemoryGrowthWarning, growth_report, watch_growth
 from ._snapshot import (
     PICKLE_PROTOCOL,
     device_count,
@@ -48,7 +49,9 @@ __all__ = [
     "__version__",
     "ConfigurationError",
     "CudacacheError",
+    "GrowthWatch",
     "LibraryNotFoundError",
+    "MemoryGrowthWarning",
     "OomContext",
     "OutOfMemoryError",
     "add_retry_hook",
@@ -58,6 +61,7 @@ __all__ = [
     "device_index",
     "dump_snapshot",
     "empty_cache",
+    "growth_report",
     "history_csv",
     "last_error",
     "library_path",
@@ -76,11 +80,12 @@ __all__ = [
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "snapshot",
+    "watch_growth",
 ]
 
 
-for _public in (ConfigurationError, CudacacheError, LibraryNotFoundError, OomContext,
-                OutOfMemoryError):
+for _public in (ConfigurationError, CudacacheError, GrowthWatch, LibraryNotFoundError,
+                MemoryGrowthWarning, OomContext, OutOfMemoryError):
     _public.__module__ = __name__
 del _public
 

@@ -8,7 +8,7 @@ read them as they read PyTorch's own.
 import ctypes
 import pickle
 
-from . import _library
+from . import _library, _stacks
 from ._device import device_index
 from ._errors import CudacacheError
 from ._memory import _check, read_json, read_text
@@ -32,7 +32,7 @@ def _device_snapshot(lib, device):
 
 
 def _with_frames(entries):
-    # The C allocator records no Python stacks; PyTorch's readers expect the key.
+    # Every entry has the key (empty unless stacks are recorded); PyTorch's readers expect it.
     for entry in entries:
         entry.setdefault("frames", [])
     return entries
@@ -71,23 +71,29 @@ DEFAULT_HISTORY_ENTRIES = 100_000
 MAX_HISTORY_ENTRIES = 100_000_000  # kMaxHistoryEntries in allocator/history.h
 
 
-def record_history(max_entries=DEFAULT_HISTORY_ENTRIES, device=None):
+def record_history(max_entries=DEFAULT_HISTORY_ENTRIES, device=None, stacks=None):
     """Starts recording the allocation history of `device`, or stops it with max_entries=0.
 
-    Like torch.cuda.memory._record_memory_history(max_entries=N): a ring of the newest N
-    alloc / free_requested / free_completed / segment_alloc / segment_free / oom / empty_cache
-    entries, which snapshot() and dump_snapshot() then carry in device_traces (with empty
-    frames: no Python stacks are recorded). Starting drops earlier entries; stopping keeps them
-    until the next start. At most MAX_HISTORY_ENTRIES; CUDACACHE_CONF="record_history:N" records
-    every device from its first use instead.
+    Like torch.cuda.memory._record_memory_history(max_entries=N, stacks=...): a ring of the
+    newest N alloc / free_requested / free_completed / segment_alloc / segment_free /
+    segment_map / segment_unmap / oom / empty_cache entries, which snapshot() and
+    dump_snapshot() then carry in device_traces. `stacks` ("cpp", "python", "all"; None or
+    "none" for none) is what the `frames` of each alloc and oom entry, and of each allocated
+    block in the snapshot's segments, hold: PyTorch's [{"name", "filename", "line"}, ...],
+    innermost first. Capturing costs time on every allocation. Starting drops earlier entries;
+    stopping keeps them until the next start. At most MAX_HISTORY_ENTRIES;
+    CUDACACHE_CONF="record_history:N,record_stacks:S" records every device from its first use
+    instead.
     """
     if isinstance(max_entries, bool) or not isinstance(max_entries, int):
         raise TypeError(f"max_entries must be an int, got {max_entries!r}")
     if not 0 <= max_entries <= MAX_HISTORY_ENTRIES:
         raise ValueError(f"max_entries must be 0 (stop) to {MAX_HISTORY_ENTRIES}, got {max_entries}")
+    stacks_value = _stacks.prepare(stacks)
     lib = _library.get()
-    _check(lib, lib.cudacache_record_history(device_index(device), max_entries),
-           "cudacache_record_history")
+    _check(lib, lib.cudacache_record_history_stacks(device_index(device), max_entries,
+                                                    stacks_value),
+           "cudacache_record_history_stacks")
 
 
 def history_csv(device=None):

@@ -51,7 +51,7 @@ import sys
 import threading
 import warnings
 
-from . import _library, _memory, _snapshot
+from . import _growth, _library, _memory, _snapshot
 from ._errors import ConfigurationError, CudacacheError
 from ._errors import OutOfMemoryError as _CudacacheOutOfMemoryError
 
@@ -128,7 +128,7 @@ PYTORCH_CONF_NOT_HONOURED = {
 PYTORCH_CONF_KEYS = (PYTORCH_CONF_PASSED + PYTORCH_CONF_HOST + tuple(PYTORCH_CONF_NOT_HONOURED)
                      + ("backend",))
 # cudacache's own options that PyTorch does not know (PyTorch rejects them in its variable).
-CUDACACHE_ONLY_KEYS = ("policy", "record_history")
+CUDACACHE_ONLY_KEYS = ("policy", "record_history", "record_stacks", "detect_growth")
 
 
 _lock = threading.RLock()
@@ -575,13 +575,11 @@ def _replacements():
         # trace_alloc_max_entries, ...), a string or None the current one (context, stacks,
         # max_entries, device, ...). Arguments cudacache has no use for are accepted.
         if isinstance(enabled, bool):
-            entries, device, wants_stacks = _legacy_history_arguments(enabled, *args, **kwargs)
+            entries, device, stacks = _legacy_history_arguments(enabled, *args, **kwargs)
         else:
-            entries, device, wants_stacks = _history_arguments(enabled, *args, **kwargs)
-        if enabled and wants_stacks:
-            _warn_no_stacks(wants_stacks)
+            entries, device, stacks = _history_arguments(enabled, *args, **kwargs)
         entries = min(entries, _snapshot.MAX_HISTORY_ENTRIES) if enabled else 0
-        _snapshot.record_history(entries, device)
+        _snapshot.record_history(entries, device, stacks=stacks if entries else None)
 
     functions = {
         "memory_allocated": _memory.memory_allocated,
@@ -614,37 +612,44 @@ def _replacements():
 
 def _history_arguments(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
                        device=None, *_unused, **_ignored):
-    """(entries, device, what stacks were asked for or None) of PyTorch's current form."""
-    wants = f"context={context!r}, stacks={stacks!r}" if context is not None else None
-    return max_entries, device, wants
+    """(entries, device, stacks to record) of PyTorch's current form: frames are recorded
+    unless context is None, Python ones for stacks="python", C++ and Python ones for "all"."""
+    if stacks not in ("python", "all", "cpp"):
+        raise ValueError(f"stacks must be 'python' or 'all' (or cudacache's 'cpp'), got {stacks!r}")
+    return max_entries, device, stacks if context is not None else None
 
 
 def _legacy_history_arguments(enabled, record_context=True, trace_alloc_max_entries=sys.maxsize,
                               trace_alloc_record_context=False, device=None,
                               record_context_cpp=False, *_unused, **_ignored):
-    """The same for PyTorch's legacy form (`enabled` a bool)."""
-    asked = [name for name, value in (("record_context", record_context),
-                                      ("trace_alloc_record_context", trace_alloc_record_context),
-                                      ("record_context_cpp", record_context_cpp)) if value]
-    wants = ", ".join(f"{name}=True" for name in asked) or None
-    return trace_alloc_max_entries, device, wants
+    """The same for PyTorch's legacy form (`enabled` a bool): record_context records Python
+    frames, record_context_cpp C++ ones too."""
+    if record_context_cpp:
+        stacks = "all"
+    elif record_context or trace_alloc_record_context:
+        stacks = "python"
+    else:
+        stacks = None
+    return trace_alloc_max_entries, device, stacks
 
 
-_no_stacks_warned = False
+def watch_growth(iterable=None, steps=_growth.DEFAULT_STEPS, stacks="python", device=None):
+    """cudacache.watch_growth() for a PyTorch program: names the lines of a training loop that
+    keep memory alive step after step (`total_loss += loss`).
+
+        for batch in cudacache.torch.watch_growth(loader):
+            ...
+
+    or `watch = cudacache.torch.watch_growth()` and `watch.step()` at the end of each step.
+    Needs install(). See cudacache.watch_growth for the arguments.
+    """
+    if not is_installed():
+        raise CudacacheError("cudacache.torch.watch_growth() needs cudacache.torch.install() "
+                             "first: it watches cudacache's allocations")
+    return _growth.watch_growth(iterable, steps=steps, stacks=stacks, device=device)
 
 
-def _warn_no_stacks(asked):
-    """Warns once per process that _record_memory_history records no stack traces."""
-    global _no_stacks_warned
-    with _lock:
-        if _no_stacks_warned:
-            return
-        _no_stacks_warned = True
-    warnings.warn(
-        f"cudacache.torch: torch.cuda.memory._record_memory_history({asked}) records "
-        "cudacache's allocation history, but cudacache does not record stack traces yet: the "
-        "'frames' of every block and trace entry in snapshots stay empty. Pass context=None to "
-        "record the history without asking for them.", RuntimeWarning, stacklevel=4)
+MemoryGrowthWarning = _growth.MemoryGrowthWarning
 
 
 def memory_stats_as_nested_dict(device=None):
