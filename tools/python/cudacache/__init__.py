@@ -34,6 +34,7 @@ from ._memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from ._memory_page import load_snapshot, render_html
 from ._snapshot import (
     PICKLE_PROTOCOL,
     device_count,
@@ -62,6 +63,7 @@ __all__ = [
     "last_error",
     "library_path",
     "load_library",
+    "load_snapshot",
     "max_memory_allocated",
     "max_memory_reserved",
     "memory_allocated",
@@ -73,6 +75,7 @@ __all__ = [
     "record_history",
     "record_stream",
     "remove_retry_hook",
+    "render_html",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "snapshot",
