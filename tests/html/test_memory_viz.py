@@ -12,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-from support import SMALL_TRACE, replay, trace_rows
+from support import SMALL_TRACE, replay, trace_rows, write_random_trace
 
 ALLOCATORS = ("cudacache", "pytorch", "pytorch-expandable", "cub", "nocache")
 # Opcodes the JavaScript unpickler of pytorch.org/memory_viz implements (the list of
@@ -86,18 +86,51 @@ class MemoryViz(unittest.TestCase):
 
     @unittest.skipUnless(torch_available(), "PyTorch is not installed")
     def test_pytorch_memory_viz_accepts_them(self):
-        for path in self.pickles():
-            for command in ("trace_plot", "segment_plot"):
-                html = path + f".{command}.html"
-                result = subprocess.run(
-                    [sys.executable, "-m", "torch.cuda._memory_viz", command, path, "-o", html],
-                    capture_output=True, text=True, timeout=300)
-                self.assertEqual(result.returncode, 0, f"{command} {path}:\n{result.stderr}")
-                self.assertGreater(os.path.getsize(html), 1000)
-            for command in ("stats", "trace"):
-                result = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", command,
-                                         path], capture_output=True, text=True, timeout=300)
-                self.assertEqual(result.returncode, 0, f"{command} {path}:\n{result.stderr}")
+        # Its command line, as a user runs it, on one pickle...
+        first = self.pickles()[0]
+        for command in ("trace_plot", "segment_plot"):
+            html = first + f".{command}.html"
+            result = subprocess.run(
+                [sys.executable, "-m", "torch.cuda._memory_viz", command, first, "-o", html],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(result.returncode, 0, f"{command} {first}:\n{result.stderr}")
+            self.assertGreater(os.path.getsize(html), 1000)
+        # ...and its functions on every pickle, in one interpreter (PyTorch imports slowly).
+        program = (
+            "import pickle, sys\n"
+            "from torch.cuda import _memory_viz as viz\n"
+            "for path in sys.argv[1:]:\n"
+            "    with open(path, 'rb') as f: data = pickle.load(f)\n"
+            "    assert len(viz.trace_plot(data)) > 1000, path\n"
+            "    assert len(viz.segment_plot(data)) > 1000, path\n"
+            "    assert 'Summary of segments' in viz.segsum(data), path\n"
+            "    viz.trace(data)\n")
+        result = subprocess.run([sys.executable, "-c", program, *self.pickles()],
+                                capture_output=True, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0, result.stderr)
+
+
+class LongTraces(unittest.TestCase):
+    def test_items_come_in_batches_of_at_most_1000(self):
+        # memory_viz's unpickler pushes a whole batch as function arguments: one batch of a
+        # long trace's entries would overflow the browser's stack.
+        with tempfile.TemporaryDirectory() as temp:
+            trace = os.path.join(temp, "long.csv")
+            write_random_trace(trace, 5000)
+            replay("--allocators", "nocache", "--memory-viz", temp, trace)
+            with open(os.path.join(temp, "long.nocache.pickle"), "rb") as file:
+                raw = file.read()
+        stack_since_mark = [0]
+        largest = 0
+        for opcode, _, _ in pickletools.genops(raw):
+            if opcode.name == "MARK":
+                stack_since_mark.append(0)
+            elif opcode.name in ("APPENDS", "SETITEMS"):
+                largest = max(largest, stack_since_mark.pop())  # the container was counted
+            elif opcode.stack_after and opcode.name not in ("PROTO", "STOP"):
+                stack_since_mark[-1] += 1
+        self.assertGreater(len(pickle.loads(raw)["device_traces"][0]), 10000)
+        self.assertLessEqual(largest, 2000)
 
 
 class BadOutputs(unittest.TestCase):

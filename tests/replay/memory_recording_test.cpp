@@ -51,6 +51,27 @@ TEST(PickleWriter, WritesWhatThePickleReaderReads) {
   EXPECT_EQ(root->find("list")->items[1]->kind, PickleValue::Kind::kNone);
 }
 
+TEST(PickleWriter, BatchesLongContainersLikePython) {
+  PickleWriter out;
+  out.begin_dict();
+  out.key("list");
+  out.begin_list();
+  for (std::int64_t i = 0; i < 2500; ++i) out.value(i);
+  out.end_list();
+  for (int i = 0; i < 1500; ++i) {
+    std::string key = "k";  // (not "k" + ...: GCC 12 warns falsely on that, -Wrestrict)
+    key += std::to_string(i);
+    out.field(key, std::int64_t{i});
+  }
+  out.end_dict();
+  const std::string& bytes = out.finish();
+  const PickleRef root = parse_pickle(bytes, "batched.pickle");
+  ASSERT_EQ(root->find("list")->items.size(), 2500u);
+  EXPECT_EQ(root->find("list")->items[2499]->integer, 2499);
+  EXPECT_EQ(root->entries.size(), 1501u);
+  EXPECT_EQ(root->find("k1499")->integer, 1499);
+}
+
 TEST(PickleWriter, RefusesToFinishWithAnOpenContainer) {
   PickleWriter out;
   out.begin_list();

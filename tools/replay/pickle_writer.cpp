@@ -22,6 +22,9 @@ constexpr char kBinInt = 'J';    // signed 4 bytes, little endian
 constexpr char kLong1 = '\x8a';  // n bytes of two's complement, little endian
 constexpr char kBinUnicode = 'X';
 
+// Python's pickler batches APPENDS and SETITEMS by this many items too.
+constexpr std::size_t kBatchItems = 1000;
+
 void append_le(std::string& out, std::uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
 }
@@ -36,15 +39,26 @@ PickleWriter::PickleWriter() {
 void PickleWriter::open(char empty_opcode, Container container) {
   bytes_ += empty_opcode;
   bytes_ += kMark;
-  open_.push_back(container);
+  open_.push_back({container});
 }
 
 void PickleWriter::close(char batch_opcode, Container container) {
-  if (open_.empty() || open_.back() != container) {
+  if (open_.empty() || open_.back().container != container) {
     throw std::logic_error("PickleWriter: end of a container that is not open");
   }
   open_.pop_back();
   bytes_ += batch_opcode;
+  added();
+}
+
+void PickleWriter::added() {
+  if (open_.empty()) return;
+  Open& top = open_.back();
+  const bool dict = top.container == Container::kDict;
+  if (++top.items < (dict ? 2 * kBatchItems : kBatchItems)) return;
+  bytes_ += dict ? kSetItems : kAppends;
+  bytes_ += kMark;
+  top.items = 0;
 }
 
 void PickleWriter::begin_dict() { open(kEmptyDict, Container::kDict); }
@@ -57,6 +71,7 @@ void PickleWriter::value(std::string_view text) {
   bytes_ += kBinUnicode;
   append_le(bytes_, text.size(), 4);
   bytes_.append(text);
+  added();
 }
 
 void PickleWriter::value(std::int64_t number) {
@@ -75,6 +90,7 @@ void PickleWriter::value(std::int64_t number) {
     bytes_ += '\x08';
     append_le(bytes_, static_cast<std::uint64_t>(number), 8);
   }
+  added();
 }
 
 void PickleWriter::value(std::uint64_t number) {
@@ -87,11 +103,18 @@ void PickleWriter::value(std::uint64_t number) {
   bytes_ += '\x09';
   append_le(bytes_, number, 8);
   bytes_ += '\x00';
+  added();
 }
 
-void PickleWriter::value(bool flag) { bytes_ += flag ? kNewTrue : kNewFalse; }
+void PickleWriter::value(bool flag) {
+  bytes_ += flag ? kNewTrue : kNewFalse;
+  added();
+}
 
-void PickleWriter::none() { bytes_ += kNone; }
+void PickleWriter::none() {
+  bytes_ += kNone;
+  added();
+}
 
 const std::string& PickleWriter::finish() {
   if (!open_.empty()) throw std::logic_error("PickleWriter: a container is still open");

@@ -63,9 +63,10 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
   {
     std::unique_ptr<ReplayAllocator> allocator = make_replay_allocator(allocator_name);
     const std::size_t total = trace.events.size();
-    // An alloc gives at most segment_alloc + alloc entries, a free three (nocache: free_requested,
-    // free_completed, segment_free), plus room for what empty_cache releases.
-    if (recording.snapshot) allocator->record_history(std::max<std::size_t>(4 * total, 1024));
+    // Room for every entry: an alloc gives an alloc entry and the segment calls it needed (pages
+    // moved or mapped), a free three (nocache: free_requested, free_completed, segment_free),
+    // empty_cache what it releases. The ring grows as it fills: a generous bound costs nothing.
+    if (recording.snapshot) allocator->record_history(8 * total + 1024);
     std::optional<TimelineRecorder> timeline;
     if (recording.timeline) timeline.emplace(total, recording.timeline_points);
     std::uint64_t live_requested = 0;
