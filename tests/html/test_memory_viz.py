@@ -65,7 +65,8 @@ class MemoryViz(unittest.TestCase):
             self.assertEqual(actions.count("free_completed"), 4, path)
             self.assertTrue({"segment_alloc", "segment_map"} & set(actions), path)
             for entry in data["device_traces"][0]:
-                self.assertEqual(set(entry), {"action", "addr", "size", "stream", "time_us",
+                address = "device_free" if entry["action"] == "oom" else "addr"
+                self.assertEqual(set(entry), {"action", address, "size", "stream", "time_us",
                                               "frames"})
             # The last allocation (5,000,000 bytes) is live at the end: an active block.
             blocks = [b for s in data["segments"] for b in s["blocks"]
@@ -108,6 +109,30 @@ class MemoryViz(unittest.TestCase):
         result = subprocess.run([sys.executable, "-c", program, *self.pickles()],
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(result.returncode, 0, result.stderr)
+
+
+class OutOfMemory(unittest.TestCase):
+    def test_the_replay_up_to_the_oom(self):
+        with tempfile.TemporaryDirectory() as temp:
+            trace = os.path.join(temp, "small.csv")
+            with open(trace, "w") as file:
+                file.write(SMALL_TRACE)
+            replay("--allocators", ",".join(ALLOCATORS), "--capacity", "6MiB", "--memory-viz",
+                   temp, trace)
+            for name in ALLOCATORS:
+                with open(os.path.join(temp, f"small.{name}.pickle"), "rb") as file:
+                    data = pickle.load(file)
+                entries = data["device_traces"][0]
+                # The 5,000,000-byte request fails on a 6 MiB device; the snapshot is taken there.
+                self.assertNotIn(5000000, [e["size"] for e in entries if e["action"] == "alloc"])
+                if name.startswith(("cudacache", "pytorch")):
+                    oom = [e for e in entries if e["action"] == "oom"]
+                    self.assertEqual(len(oom), 1, name)
+                    self.assertIn("device_free", oom[0])
+                reserved = sum(e["size"] * {"segment_alloc": 1, "segment_map": 1,
+                                            "segment_free": -1, "segment_unmap": -1}.get(
+                                                e["action"], 0) for e in entries)
+                self.assertEqual(reserved, sum(s["total_size"] for s in data["segments"]), name)
 
 
 class LongTraces(unittest.TestCase):

@@ -21,11 +21,15 @@ class CubAllocator final : public ReplayAllocator {
 
   void* allocate(std::size_t size, cudaStream_t stream) override {
     void* ptr = nullptr;
-    const std::uint64_t live_before = cub_.cached_bytes[kDevice].live;
-    const std::uint64_t cached_before = cub_.cached_bytes[kDevice].free;
+    // Read only when recording: a plain replay times CUB alone.
+    const bool recording = trace_.recording();
+    const std::uint64_t live_before = recording ? cub_.cached_bytes[kDevice].live : 0;
+    const std::uint64_t cached_before = recording ? cub_.cached_bytes[kDevice].free : 0;
     cudaError_t error = cub_.DeviceAllocate(kDevice, &ptr, size, stream);
     if (error == cudaErrorMemoryAllocation) {
       cudaGetLastError();
+      // Before giving up, CUB freed its whole cache.
+      if (recording && cub_.cached_bytes[kDevice].free < cached_before) release_cached_segments();
       throw ReplayOutOfMemory("cub DeviceAllocate(" + std::to_string(size) +
                               ") failed: out of memory");
     }
@@ -33,9 +37,7 @@ class CubAllocator final : public ReplayAllocator {
       throw std::runtime_error(std::string("cub DeviceAllocate failed: ") +
                                cudaGetErrorString(error));
     }
-    if (trace_.recording()) {
-      track_allocation(ptr, size, stream, live_before, cached_before);
-    }
+    if (recording) track_allocation(ptr, size, stream, live_before, cached_before);
     // Only an allocation can raise live or cached bytes, so peaks are sampled here.
     const auto& bytes = cub_.cached_bytes[kDevice];
     peak_allocated_ = std::max<std::uint64_t>(peak_allocated_, bytes.live);
@@ -44,12 +46,13 @@ class CubAllocator final : public ReplayAllocator {
   }
 
   void free(void* ptr) override {
-    const std::uint64_t cached_before = cub_.cached_bytes[kDevice].free;
+    const bool recording = trace_.recording();
+    const std::uint64_t cached_before = recording ? cub_.cached_bytes[kDevice].free : 0;
     cudaError_t error = cub_.DeviceFree(kDevice, ptr);
     if (error != cudaSuccess) {
       throw std::runtime_error(std::string("cub DeviceFree failed: ") + cudaGetErrorString(error));
     }
-    if (trace_.recording()) track_free(ptr, cached_before);
+    if (recording) track_free(ptr, cached_before);
   }
 
   void empty_cache() override {

@@ -77,7 +77,8 @@ std::string snapshot_pickle(const ReplaySnapshot& snapshot) {
   for (const SnapshotEntry& entry : snapshot.trace) {
     out.begin_dict();
     out.field("action", std::string_view(entry.action));
-    out.field("addr", entry.address);
+    // PyTorch's key for an oom entry's address field: the bytes free on the device.
+    out.field(entry.action == "oom" ? "device_free" : "addr", entry.address);
     out.field("size", entry.size);
     out.field("stream", entry.stream);
     out.field("time_us", entry.time_us);
