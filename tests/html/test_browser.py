@@ -69,6 +69,18 @@ class ReplayPages(Pages):
         dom = self.check(page, min_paths=4 * 3)
         self.assertIn("100,000 events", dom)
 
+    @unittest.skipUnless(subprocess.run([sys.executable, "-c", "import torch"],
+                                        capture_output=True).returncode == 0,
+                         "PyTorch is not installed")
+    def test_torch_allocators_are_listed_with_a_note(self):
+        trace = self.path("torch.csv")
+        with open(trace, "w") as file:
+            file.write(SMALL_TRACE)
+        page = self.path("torch.html")
+        replay("--allocators", "pytorch,torch-native", "--html", page, trace)
+        dom = self.check(page, min_paths=3)
+        self.assertIn("not drawn: torch-native replays in a PyTorch process", dom)
+
     def test_trace_names_are_text_not_markup(self):
         trace = self.path("x<img src=y onerror=alert(1)>&.csv")
         with open(trace, "w") as file:
