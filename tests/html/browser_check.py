@@ -1,9 +1,10 @@
 """Loads a memory page in headless Chromium and checks what a reader would see.
 
 check_page(chromium, page) opens the page twice: once for its DOM after the scripts ran
-(--dump-dom), once for a screenshot. It fails when the page reports an error (the page's own
+(--dump-dom, with a pointer moved over the first chart by the page itself), once for a
+screenshot. It fails when the page reports an error (the page's own
 window error handler lists them in #page-errors), when Chromium logs any console message (the
-page writes none), when the render-complete marker or the plot's paths are missing, or when the
+page writes none), when the render-complete marker, the plot's paths or the hover readout are missing, or when the
 screenshot is (nearly) all background. PNG decoding uses zlib only.
 """
 
@@ -109,7 +110,8 @@ def check_page(chromium, page, min_paths=3, screenshot=None):
     """Returns (dom, coloured fraction); raises PageError naming what is wrong."""
     url = "file://" + os.path.abspath(page)
     with tempfile.TemporaryDirectory() as profile:
-        dom_run = _run_chromium(chromium, ["--dump-dom"], url, profile)
+        # #hover-check makes the page move a pointer over its first chart (see the page).
+        dom_run = _run_chromium(chromium, ["--dump-dom"], url + "#hover-check", profile)
         dom = dom_run.stdout
         problems = []
         console = _console_messages(dom_run.stderr)
@@ -125,6 +127,8 @@ def check_page(chromium, page, min_paths=3, screenshot=None):
         paths = len(re.findall(r"<path ", dom))
         if paths < min_paths:
             problems.append(f"{paths} SVG paths in the DOM, expected at least {min_paths}")
+        if "<svg" in dom and not re.search(r'class="readout">events \d', dom):
+            problems.append("the hover readout of the first chart stayed empty")
         if problems:
             raise PageError(f"{page}:\n" + "\n".join(problems))
 
