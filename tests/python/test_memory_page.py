@@ -98,6 +98,29 @@ class FromASnapshot(unittest.TestCase):
         self.assertNotIn("https://", html)  # self-contained
 
 
+TRACES = os.environ.get("CUDACACHE_TRACES_DIR", str(support.REPO.parent / "shared" / "traces"))
+
+
+class FromPyTorchsOwnSnapshots(unittest.TestCase):
+    def test_peaks_equal_what_pytorch_recorded(self):
+        # The two traces recorded from program start: their peaks are in meta.json.
+        names = ("decomfl_zo_federated_opt_finetune", "dit_text_diffusion_train_oom")
+        if not all(os.path.exists(os.path.join(TRACES, "raw", n + ".pickle")) for n in names):
+            self.skipTest(f"the real traces are not in {TRACES}")
+        for name in names:
+            with open(os.path.join(TRACES, name + ".meta.json")) as file:
+                meta = json.load(file)
+            data = _memory_page.memory_page_data(
+                cudacache.load_snapshot(os.path.join(TRACES, "raw", name + ".pickle")))
+            (trace,) = data["traces"]
+            series = trace["series"][0]
+            self.assertEqual(series["peak_reserved"], meta["pytorch_peak_reserved_bytes"], name)
+            self.assertEqual(trace["peak_requested"], meta["peak_allocated_requested_bytes"], name)
+            self.assertEqual(series["reserved_max"][-1], meta["pytorch_reserved_at_dump_bytes"],
+                             name)
+        self.assertIn("oom_event", series)  # dit_text_diffusion_train_oom ends in an OOM
+
+
 class FromThisProcess(support.AllocatorTestCase):
     def test_the_recorded_history_of_this_process(self):
         cudacache.record_history(1000)
