@@ -3,6 +3,7 @@
 # libcudacache.so): site-packages/cudacache/
 #   libcudacache.so, libcudacache_torch.so (when PyTorch was found), libcudacache_preload.so
 #   cudasim/  libcudart.so.13, libcuda.so.1, libnvidia-ml.so.1, cudasim-run
+#   memory_page.html (the page template of render_html)
 # libcudacache.so has no version suffix here (SONAME libcudacache.so): a wheel holds files,
 # not symlinks.
 add_custom_target(cudacache_python ALL)
@@ -20,3 +21,6 @@ install(TARGETS cudasim cudasim_driver cudasim_nvml
   LIBRARY DESTINATION cudacache/cudasim NAMELINK_SKIP COMPONENT python)
 install(PROGRAMS ${PROJECT_BINARY_DIR}/tools/cudasim/cudasim-run
   DESTINATION cudacache/cudasim COMPONENT python)
+# cudacache.render_html() draws with the page cudacache-replay --html embeds.
+install(FILES ${PROJECT_SOURCE_DIR}/tools/html/memory_page.html
+  DESTINATION cudacache COMPONENT python)

@@ -29,9 +29,12 @@ case "$package" in
   *) echo "FAIL: cudacache imported from $package, not the virtual environment"; exit 1 ;;
 esac
 for file in libcudacache.so libcudacache_torch.so libcudacache_preload.so \
-            cudasim/libcudart.so.13 cudasim/libcuda.so.1 cudasim/libnvidia-ml.so.1 cudasim/cudasim-run; do
+            cudasim/libcudart.so.13 cudasim/libcuda.so.1 cudasim/libnvidia-ml.so.1 cudasim/cudasim-run \
+            memory_page.html; do
   [ -e "$package/$file" ] || { echo "FAIL: the wheel has no $file"; exit 1; }
 done
+# render_html() finds its page template inside the installed package.
+"$venv_python" -c 'import cudacache; assert "memory-data" in cudacache.render_html(None, {"segments": [], "device_traces": [[]]})'
 header_version=$(sed -n 's/^#define CUDACACHE_VERSION_STRING "\(.*\)"/\1/p' \
                  "$source_dir/include/cudacache/cudacache.h")
 

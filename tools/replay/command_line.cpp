@@ -110,6 +110,13 @@ std::string usage_text() {
       "  --json FILE         write every figure as JSON, with a \"context\" block (tool,\n"
       "                      version, date, host, inputs, each allocator's configuration);\n"
       "                      with --json - the JSON goes to stdout and the tables to stderr\n"
+      "  --html FILE         write one self-contained HTML page: per trace, memory over\n"
+      "                      time of every allocator (requested, allocated, reserved), its\n"
+      "                      device calls by kind and, with --min-capacity, its smallest\n"
+      "                      device (torch-* allocators are listed, not drawn)\n"
+      "  --memory-viz DIR    write DIR/TRACE.ALLOCATOR.pickle per trace and allocator: the\n"
+      "                      replay as a torch.cuda.memory._snapshot() pickle for PyTorch's\n"
+      "                      memory_viz (DIR is created when missing)\n"
       "  --synthetic SPEC    add the synthetic workload, shaped by SPEC, e.g.\n"
       "                      layers:12,hidden:768,heads:12,seq:512,batch:8,vocab:32000,steps:3\n"
       "  --convert SNAPSHOT  convert a snapshot pickle (- for stdin) to a replay CSV (with -o)\n"
@@ -165,6 +172,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_flag("--min-capacity", line.min_capacity);
   app.add_option("--json", line.json_path);
   app.add_option("--synthetic", line.synthetic_spec);
+  app.add_option("--html", line.html_path);
+  app.add_option("--memory-viz", line.memory_viz_dir);
   app.add_option("--convert", line.convert_path);
   app.add_option("-o,--output", line.output_path);
   app.add_option("--device", device);
@@ -240,9 +249,16 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     throw UsageError("--capacity and --capacity-factor exclude each other");
   }
   if (line.output_path && !line.convert_path) throw UsageError("-o is the output of --convert");
+  if (line.html_path && (line.html_path->empty() || *line.html_path == kStdioPath)) {
+    throw UsageError("--html needs a file name (the page is not written to stdout)");
+  }
+  if (line.memory_viz_dir && (line.memory_viz_dir->empty() || *line.memory_viz_dir == kStdioPath)) {
+    throw UsageError("--memory-viz needs a directory");
+  }
   if (line.convert_path) {
     if (!line.output_path) throw UsageError("--convert needs -o OUT.csv");
-    if (!line.traces.empty() || line.min_capacity || line.json_path) {
+    if (!line.traces.empty() || line.min_capacity || line.json_path || line.html_path ||
+        line.memory_viz_dir) {
       throw UsageError("--convert takes no traces and no replay options");
     }
   }

@@ -29,6 +29,8 @@ struct CommandLine {
   std::optional<std::string> convert_path;    // --convert PICKLE ("-" = stdin)
   std::optional<std::string> output_path;     // -o OUT.csv ("-" = stdout)
   std::optional<std::string> synthetic_spec;  // --synthetic SPEC (also implied by no trace)
+  std::optional<std::string> html_path;       // --html FILE: memory over time (memory_page.h)
+  std::optional<std::string> memory_viz_dir;  // --memory-viz DIR: snapshot pickles
   int device = 0;                             // device_traces index when reading a snapshot
   bool real_gpu = false;
   bool help = false;

@@ -3,7 +3,9 @@
 #include "device_allocator.h"
 #include "options.h"
 #include "size_policy.h"
+#include "snapshot.h"
 
+#include <algorithm>
 #include <string>
 
 namespace cudacache::replay {
@@ -36,6 +38,43 @@ class CudacacheAllocator final : public ReplayAllocator {
     const MemoryStats stats = allocator_.stats();
     return {static_cast<std::uint64_t>(stats.allocated_bytes[kAllPools].peak),
             static_cast<std::uint64_t>(stats.reserved_bytes[kAllPools].peak)};
+  }
+
+  CurrentFigures current() const override {
+    const MemoryStats stats = allocator_.stats();
+    return {static_cast<std::uint64_t>(stats.allocated_bytes[kAllPools].current),
+            static_cast<std::uint64_t>(stats.reserved_bytes[kAllPools].current)};
+  }
+
+  void record_history(std::size_t max_entries) override {
+    allocator_.record_history(std::min(max_entries, kMaxHistoryEntries));
+  }
+
+  ReplaySnapshot snapshot() const override {
+    const MemorySnapshot taken = allocator_.snapshot();
+    ReplaySnapshot out;
+    for (const SegmentSnapshot& segment : taken.segments) {
+      SnapshotSegment& copy = out.segments.emplace_back();
+      copy.address = segment.address;
+      copy.total_size = segment.total_size;
+      copy.allocated_size = segment.allocated_size;
+      copy.active_size = segment.active_size;
+      copy.requested_size = segment.requested_size;
+      copy.stream = segment.stream;
+      copy.segment_type = segment.segment_type;
+      copy.is_expandable = segment.is_expandable;
+      for (const BlockSnapshot& block : segment.blocks) {
+        copy.blocks.push_back({block.address, block.size, block.requested_size, block.state});
+      }
+      // memory_viz assumes that the blocks tile the segment in address order.
+      std::sort(copy.blocks.begin(), copy.blocks.end(),
+                [](const auto& a, const auto& b) { return a.address < b.address; });
+    }
+    for (const HistoryEntry& entry : taken.trace) {
+      out.trace.push_back({history_action_name(entry.action), entry.address, entry.size,
+                           entry.stream, entry.time_us});
+    }
+    return out;
   }
 
  private:

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "replay_snapshot.h"
+
 namespace cudacache::replay {
 
 // The allocator could not get device memory for a request: the replay records the event and
@@ -27,6 +29,12 @@ struct AllocatorFigures {
   std::optional<std::uint64_t> peak_reserved_bytes;   // bytes it holds from the device
 };
 
+// The same figures now (for the timeline of --html), with the same meaning.
+struct CurrentFigures {
+  std::optional<std::uint64_t> allocated_bytes;
+  std::optional<std::uint64_t> reserved_bytes;
+};
+
 class ReplayAllocator {
  public:
   virtual ~ReplayAllocator() = default;
@@ -36,6 +44,13 @@ class ReplayAllocator {
   virtual void free(void* ptr) = 0;
   virtual void empty_cache() = 0;
   virtual AllocatorFigures figures() const = 0;
+  virtual CurrentFigures current() const = 0;
+
+  // Starts keeping what snapshot() returns (--memory-viz): at most `max_entries` trace
+  // entries. Off by default, so that a plain replay measures the allocator alone.
+  virtual void record_history(std::size_t max_entries) = 0;
+  // Segments now and the trace recorded since record_history().
+  virtual ReplaySnapshot snapshot() const = 0;
 };
 
 struct AllocatorSpec {

@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "cudacache_allocator.h"
+#include "memory_page.h"
+#include "memory_viz_writer.h"
 #include "pickle_reader.h"
 #include "progress_bar.h"
 #include "replayer.h"
@@ -103,9 +105,16 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
       report.results.push_back(replay_with_torch(trace, allocator, *capacity, line.min_capacity));
       continue;
     }
-    ReplayResult result =
-        replay_trace(trace, allocator, capacity,
-                     [&](std::size_t done, std::size_t total) { bar.update(label, done, total); });
+    const ReplayRecording recording{line.html_path.has_value(), kTimelinePoints,
+                                    line.memory_viz_dir.has_value()};
+    ReplayResult result = replay_trace(
+        trace, allocator, capacity,
+        [&](std::size_t done, std::size_t total) { bar.update(label, done, total); }, recording);
+    if (result.snapshot) {
+      write_snapshot_pickle(memory_viz_path(*line.memory_viz_dir, trace.name, allocator),
+                            *result.snapshot);
+      result.snapshot.reset();  // written: not kept for the other traces
+    }
     if (line.min_capacity) {
       std::size_t round = 0;
       MinCapacity found = find_min_capacity(
@@ -184,20 +193,38 @@ int run_replay_tool(const CommandLine& line, std::ostream& out) {
     json.emplace(*line.json_path);
     if (!*json) throw std::runtime_error(*line.json_path + ": cannot open for writing");
   }
+  // Output paths are checked before the replays, which can take long.
+  if (line.html_path) check_writable_file(*line.html_path);
+  if (line.memory_viz_dir) prepare_memory_viz_directory(*line.memory_viz_dir);
   // Taken before the replays: the date is when the run started.
   const RunContext context = make_run_context(line);
 
   ProgressBar bar;
   std::vector<TraceReport> reports;
+  std::vector<std::string> sources;  // what the page names each trace's input
   auto run = [&](const Trace& trace) {
     reports.push_back(replay_one(trace, line, bar));
     print_table(reports.back(), tables);
     tables.flush();
   };
   if (line.traces.empty() || line.synthetic_spec) {
+    sources.push_back(line.synthetic_spec ? "synthetic:" + *line.synthetic_spec
+                                          : "synthetic workload (default shape)");
     run(make_transformer_training_trace(TransformerShape::parse(line.synthetic_spec.value_or(""))));
   }
-  for (const std::string& path : line.traces) run(load_trace(path, line.device));
+  for (const std::string& path : line.traces) {
+    sources.push_back(input_display_name(path));
+    run(load_trace(path, line.device));
+  }
+  if (line.memory_viz_dir) {
+    std::cerr << "cudacache-replay: wrote the snapshot pickles to " << *line.memory_viz_dir
+              << "/ (TRACE.ALLOCATOR.pickle)\n";
+  }
+  if (line.html_path) {
+    write_memory_page(*line.html_path,
+                      render_memory_page(memory_page_json(context, reports, sources)));
+    std::cerr << "cudacache-replay: wrote " << *line.html_path << "\n";
+  }
 
   if (json) {
     write_json(context, reports, *json);

@@ -51,7 +51,7 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t step) {
 
 ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
                           std::optional<std::uint64_t> capacity_bytes,
-                          const ProgressCallback& progress) {
+                          const ProgressCallback& progress, const ReplayRecording& recording) {
   ReplayResult result;
   result.allocator = allocator_name;
   if (capacity_bytes) set_simulated_capacity(*capacity_bytes);
@@ -62,8 +62,15 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
   std::vector<bool> live(trace.alloc_count, false);
   {
     std::unique_ptr<ReplayAllocator> allocator = make_replay_allocator(allocator_name);
-    reset_device_counters();
     const std::size_t total = trace.events.size();
+    // Room for every entry: an alloc gives an alloc entry and the segment calls it needed (pages
+    // moved or mapped), a free three (nocache: free_requested, free_completed, segment_free),
+    // empty_cache what it releases. The ring grows as it fills: a generous bound costs nothing.
+    if (recording.snapshot) allocator->record_history(8 * total + 1024);
+    std::optional<TimelineRecorder> timeline;
+    if (recording.timeline) timeline.emplace(total, recording.timeline_points);
+    std::uint64_t live_requested = 0;
+    reset_device_counters();
     const auto start = std::chrono::steady_clock::now();
     std::size_t i = 0;
     for (; i < total; ++i) {
@@ -86,6 +93,11 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
           break;
         case TraceOp::kEmptyCache: allocator->empty_cache(); break;
       }
+      if (timeline) {
+        if (event.op == TraceOp::kAlloc && !result.oom) live_requested += event.size;
+        if (event.op == TraceOp::kFree) live_requested -= event.size;
+        timeline->record(i, live_requested, allocator->current(), device_call_counts());
+      }
       if (result.oom) break;
     }
     const auto stop = std::chrono::steady_clock::now();
@@ -102,6 +114,8 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
       result.device_frees = counters->frees;
     }
     result.device_calls = device_call_counts();
+    if (timeline) result.timeline = timeline->finish();
+    if (recording.snapshot) result.snapshot = allocator->snapshot();
     for (std::size_t slot = 0; slot < live.size(); ++slot) {
       if (live[slot]) allocator->free(pointers[slot]);
     }

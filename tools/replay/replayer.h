@@ -9,6 +9,8 @@
 #include <string>
 
 #include "device_call_costs.h"
+#include "replay_snapshot.h"
+#include "timeline.h"
 #include "trace.h"
 
 namespace cudacache::replay {
@@ -36,6 +38,9 @@ struct ReplayResult {
   double seconds = 0.0;             // the event loop only, not setup or cleanup
   std::optional<std::uint64_t> min_capacity_bytes;
   std::size_t min_capacity_replays = 0;
+  // Only when ReplayRecording asked for them (--html, --memory-viz).
+  std::optional<Timeline> timeline;
+  std::optional<ReplaySnapshot> snapshot;  // taken after the last event, before the cleanup
 
   // The device calls weighted by the cost table (device_call_costs.h): an estimate of the time
   // a GPU driver would spend in them, not a measurement.
@@ -49,12 +54,21 @@ struct ReplayResult {
   }
 };
 
+// What a replay records beyond its figures. Off by default: recording reads the allocator's
+// figures after every event, which a plain replay's timing must not include.
+struct ReplayRecording {
+  bool timeline = false;  // ReplayResult::timeline, for --html
+  std::size_t timeline_points = kTimelinePoints;
+  bool snapshot = false;  // ReplayResult::snapshot, for --memory-viz
+};
+
 // Replays `trace` through a fresh allocator `allocator_name`. With `capacity_bytes`, the
 // simulated device gets that capacity first. An out-of-memory stops the replay and is recorded
 // in the result; everything still live is then freed and the allocator destroyed.
 ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
                           std::optional<std::uint64_t> capacity_bytes,
-                          const ProgressCallback& progress = {});
+                          const ProgressCallback& progress = {},
+                          const ReplayRecording& recording = {});
 
 // Resolution of the minimum-capacity search.
 inline constexpr std::uint64_t kCapacityResolution = std::uint64_t{2} << 20;

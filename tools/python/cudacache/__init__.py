@@ -35,6 +35,7 @@ from ._memory import (
     reset_peak_memory_stats,
 )
 from ._growth import GrowthWatch, MemoryGrowthWarning, growth_report, watch_growth
+from ._memory_page import load_snapshot, render_html
 from ._snapshot import (
     PICKLE_PROTOCOL,
     device_count,
@@ -66,6 +67,7 @@ __all__ = [
     "last_error",
     "library_path",
     "load_library",
+    "load_snapshot",
     "max_memory_allocated",
     "max_memory_reserved",
     "memory_allocated",
@@ -77,6 +79,7 @@ __all__ = [
     "record_history",
     "record_stream",
     "remove_retry_hook",
+    "render_html",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "snapshot",
