@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 // Call sites with names the frames must show: outside any namespace and never inlined, so
@@ -205,6 +207,40 @@ TEST(AllocationStacks, StoppingTheHistoryStopsCapturing) {
   void* p = stacks_test_site_one(allocator, 1000);
   EXPECT_EQ(first_of(allocator.history(), HistoryAction::kAlloc)->stack, 0u);
   allocator.deallocate(p);
+}
+
+TEST(AllocationStacks, ThreadsCaptureAndExportTogether) {
+  // Capture (no allocator lock), interning and naming (the table's lock, dladdr outside it)
+  // from several threads while another exports: for TSan, and every entry keeps its frames.
+  CUDACACHE_REQUIRE_CUDASIM();
+  DeviceAllocator allocator(0, pytorch_native("record_history:100000,record_stacks:cpp"));
+  std::atomic<bool> done{false};
+  std::thread exporter([&] {
+    while (!done.load()) EXPECT_FALSE(allocator.snapshot_json().empty());
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&allocator, t] {
+      for (int i = 0; i < 200; ++i) {
+        void* p = (i + t) % 2 == 0 ? stacks_test_site_one(allocator, 1000 + 512 * t)
+                                   : stacks_test_site_two(allocator, 5000);
+        allocator.deallocate(p);
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  done.store(true);
+  exporter.join();
+  int allocs = 0;
+  for (const HistoryEntry& entry : allocator.history()) {
+    if (entry.action != HistoryAction::kAlloc) continue;
+    ++allocs;
+    ASSERT_NE(entry.stack, 0u);
+    const std::vector<Frame> frames = stack_frames(entry.stack);
+    ASSERT_FALSE(frames.empty());
+    EXPECT_EQ(frames[0].name.rfind("stacks_test_site_", 0), 0u) << frames[0].name;
+  }
+  EXPECT_EQ(allocs, 800);
 }
 
 TEST(AllocationStacks, StackKindNamesRoundTrip) {
