@@ -30,6 +30,13 @@ class Pages(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def small_trace(self, name):
+        """SMALL_TRACE written to `name` in the test's folder; returns its path."""
+        trace = self.path(name)
+        with open(trace, "w") as file:
+            file.write(SMALL_TRACE)
+        return trace
+
     def check(self, page, min_paths):
         shot = os.path.join(SCREENSHOTS, os.path.basename(page) + ".png") if SCREENSHOTS else None
         dom, fraction = browser_check.check_page(CHROMIUM, page, min_paths=min_paths,
@@ -51,9 +58,7 @@ class ReplayPages(Pages):
         self.assertIn('stroke-dasharray="6 4"', dom)  # the min-capacity lines
 
     def test_without_min_capacity_the_page_says_how_to_get_it(self):
-        trace = self.path("small.csv")
-        with open(trace, "w") as file:
-            file.write(SMALL_TRACE)
+        trace = self.small_trace("small.csv")
         page = self.path("small.html")
         replay("--allocators", "cudacache,nocache", "--html", page, trace)
         dom = self.check(page, min_paths=2 * 3)
@@ -73,18 +78,14 @@ class ReplayPages(Pages):
                                         capture_output=True).returncode == 0,
                          "PyTorch is not installed")
     def test_torch_allocators_are_listed_with_a_note(self):
-        trace = self.path("torch.csv")
-        with open(trace, "w") as file:
-            file.write(SMALL_TRACE)
+        trace = self.small_trace("torch.csv")
         page = self.path("torch.html")
         replay("--allocators", "pytorch,torch-native", "--html", page, trace)
         dom = self.check(page, min_paths=3)
         self.assertIn("not drawn: torch-native replays in a PyTorch process", dom)
 
     def test_trace_names_are_text_not_markup(self):
-        trace = self.path("x<img src=y onerror=alert(1)>&.csv")
-        with open(trace, "w") as file:
-            file.write(SMALL_TRACE)
+        trace = self.small_trace("x<img src=y onerror=alert(1)>&.csv")
         page = self.path("names.html")
         replay("--allocators", "nocache", "--html", page, trace)
         dom = self.check(page, min_paths=3)
@@ -92,9 +93,7 @@ class ReplayPages(Pages):
         self.assertIn("x&lt;img src=y onerror=alert(1)&gt;&amp;", dom)
 
     def test_a_broken_page_fails_the_check(self):
-        trace = self.path("broken.csv")
-        with open(trace, "w") as file:
-            file.write(SMALL_TRACE)
+        trace = self.small_trace("broken.csv")
         page = self.path("good.html")
         replay("--allocators", "nocache", "--html", page, trace)
         with open(page) as file:
@@ -115,9 +114,7 @@ class ReplayPages(Pages):
 
 class PythonPages(Pages):
     def test_page_from_a_memory_viz_pickle(self):
-        trace = self.path("viz.csv")
-        with open(trace, "w") as file:
-            file.write(SMALL_TRACE)
+        trace = self.small_trace("viz.csv")
         out = self.path("viz")
         replay("--allocators", "pytorch", "--memory-viz", out, trace)
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools", "python"))
