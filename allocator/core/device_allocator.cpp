@@ -564,12 +564,14 @@ bool DeviceAllocator::mark_step() {
   }
   std::vector<StackTally> tallies = growth_.tally(live);
   const GrowthReport rise = growth_.report(device_);
+  const std::uint64_t step = growth_.step();
   // Sites are told apart by their frames, and naming frames takes the dynamic linker's lock:
   // not under ours.
   lock.unlock();
   GrowthReport report = make_growth_report(device_, rise, std::move(tallies));
   lock.lock();
-  if (!growth_.record(report)) return false;
+  // Another step ended or a new watch began meanwhile: this report is not theirs.
+  if (growth_.step() != step || !growth_.record(report)) return false;
   const bool quiet = growth_quiet_;
   lock.unlock();
   const std::string message = describe_growth(report);
