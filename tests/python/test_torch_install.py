@@ -228,6 +228,8 @@ class PatchTest(InstallTestCase):
             self.assertEqual(dumped["segments"], cudacache.memory_snapshot())
         finally:
             self.free_fn(ptr, 1000, 0, None)
+        with self.assertRaisesRegex(ValueError, "stacks must be 'python' or 'all'"):
+            memory._record_memory_history(stacks="java", max_entries=100)
         memory._record_memory_history(max_entries=100)
         try:
             self.free_fn(self.alloc_fn(3000, 0, None), 3000, 0, None)
