@@ -88,6 +88,8 @@ void read_slots(std::uint64_t* slots, std::uint32_t device_count, PageContents* 
   }
 }
 
+std::atomic<void (*)(int)> g_read_page_hook{nullptr};
+
 // read_slots with SIGBUS caught; false when the file was truncated meanwhile.
 bool read_slots_guarded(std::uint64_t* slots, std::uint32_t device_count, PageContents* contents) {
   install_sigbus_handler();
@@ -224,6 +226,7 @@ std::optional<PageContents> read_page(int fd, std::string* why) {
   contents.pid = header->pid;
   contents.start_time = header->start_time;
   contents.command = valid_utf8(header->command, kCommandBytes - 1);
+  if (auto* hook = g_read_page_hook.load(std::memory_order_acquire)) hook(fd);
   const bool complete = read_slots_guarded(
       static_cast<std::uint64_t*>(
           static_cast<void*>(static_cast<unsigned char*>(mapping) + sizeof(Header))),
@@ -234,6 +237,10 @@ std::optional<PageContents> read_page(int fd, std::string* why) {
     return std::nullopt;
   }
   return contents;
+}
+
+void set_read_page_hook_for_testing(void (*hook)(int fd)) {
+  g_read_page_hook.store(hook, std::memory_order_release);
 }
 
 bool is_abandoned(int fd) {

@@ -103,6 +103,9 @@ bool is_page_name(const std::string& name);
 std::optional<Header> read_header(int fd, std::string* why);
 // The header and every claimed slot of a page (read_header's refusals, or truncated meanwhile).
 std::optional<PageContents> read_page(int fd, std::string* why);
+// Tests only: `hook(fd)` runs inside read_page after the page is mapped and before its slots are
+// read, the moment at which another process's truncation raises SIGBUS. nullptr removes it.
+void set_read_page_hook_for_testing(void (*hook)(int fd));
 // True when no process holds the page's lock (tested with a non-blocking exclusive flock).
 bool is_abandoned(int fd);
 // Removes `path`, the name of the open file `fd`, if no process holds its lock: the lock is
