@@ -3,7 +3,11 @@
 //   1. the cost of each device call the allocators make, measured through cudacache's own
 //      backend (the figures tools/replay/device_call_costs.inc estimates from published A100
 //      numbers): median microseconds of N calls, 2 MiB and 20 MiB where size matters;
-//   2. PyTorch's expandable segments and cudacache's default policy (pages moved under the cap)
+//   2. how much device memory a cudaMalloc of a given size takes (cudaMemGetInfo before and
+//      after 8 of them): cudasim charges the size rounded to 256 B, a driver may round large
+//      allocations to its 2 MiB pages, which changes what CUB and nocache need in the replay
+//      tables (their minimum device) on a real GPU;
+//   3. PyTorch's expandable segments and cudacache's default policy (pages moved under the cap)
 //      on this driver: random allocations under a memory cap with a byte pattern in every live
 //      block, checked after every step, and empty_cache every 64 steps.
 // Prints one table and "vmm checks: ok" (exit 0), or what failed (exit 1).
@@ -121,6 +125,30 @@ void measure_malloc(std::size_t bytes, int repetitions) {
   if (bytes == 2 * kMiB) row("synchronize", 0, sync_times);
 }
 
+// What 8 cudaMallocs of `bytes` take from cudaMemGetInfo's free memory, per allocation.
+void measure_malloc_footprint(std::size_t bytes) {
+  constexpr int kCount = 8;
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  check(cudaMemGetInfo(&free_before, &total) == cudaSuccess, "cudaMemGetInfo");
+  std::vector<void*> pointers;
+  for (int i = 0; i < kCount; ++i) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes) == cudaSuccess, "cudaMalloc for the footprint");
+    pointers.push_back(p);
+  }
+  std::size_t free_after = 0;
+  check(cudaMemGetInfo(&free_after, &total) == cudaSuccess, "cudaMemGetInfo");
+  for (void* p : pointers) cudaFree(p);
+  const double taken =
+      free_before >= free_after ? static_cast<double>(free_before - free_after) / kCount : 0.0;
+  std::printf("  malloc footprint %12zu B requested  %14.0f B taken each  (%.4f x)\n", bytes, taken,
+              taken / static_cast<double>(bytes));
+  // Device memory cannot hold a block in less than its size (a driver may hand small blocks
+  // out of memory it took earlier, hence only for 1 MiB and more).
+  if (bytes >= kMiB) check(taken >= static_cast<double>(bytes), "a cudaMalloc takes its size");
+}
+
 // A byte pattern per live block, checked through cudaMemcpy after every step, under `policy`:
 // PyTorch's expandable segments, or cudacache's default policy (pages moved under the cap).
 void expandable_pattern_check(const std::string& policy, int steps) {
@@ -194,6 +222,11 @@ int main(int argc, char** argv) {
   measure_malloc(20 * kMiB, repetitions);
   measure_pages(*backend, 2 * kMiB, repetitions);
   measure_pages(*backend, 20 * kMiB, repetitions);
+  std::printf("device memory taken by one cudaMalloc (8 of each size, cudaMemGetInfo)\n");
+  for (const std::size_t bytes :
+       {std::size_t{512}, kMiB + 512, 2 * kMiB + 512, 20 * kMiB + 512, 100 * kMiB + 512}) {
+    measure_malloc_footprint(bytes);
+  }
   expandable_pattern_check("expandable_segments:True,", std::max(200, repetitions * 20));
   expandable_pattern_check("", std::max(200, repetitions * 20));
   std::printf("vmm checks: %s\n", g_failures == 0 ? "ok" : "FAILED");
