@@ -165,17 +165,23 @@ TEST(StatsPage, BadFilesAreRefusedWithTheReason) {
   }
 }
 
+// Claims every slot of `page` and publishes {1, 2, 3, 0...} in each (the truncation tests).
+void publish_every_slot(ScratchPage& page) {
+  const auto devices = reinterpret_cast<const stats_page::Header*>(page.mapping)->device_count;
+  for (std::uint32_t device = 0; device < devices; ++device) {
+    stats_page::SlotWriter writer(page.slot(static_cast<int>(device)));
+    ASSERT_TRUE(writer.claim());
+    const std::uint64_t values[stats_page::kNumFields] = {1, 2, 3};
+    writer.publish(values);
+  }
+}
+
 // Another process of the same user may truncate a page under a reader's mapping (SIGBUS on
 // access). Truncated after the reader checked its size and mapped it, the file is reported as
 // truncated, and a later read of the restored file succeeds (the guard is left clean).
 TEST(StatsPage, FileTruncatedAfterMappingIsReportedNotACrash) {
   ScratchPage page(64);
-  for (int device = 0; device < 64; ++device) {
-    stats_page::SlotWriter writer(page.slot(device));
-    ASSERT_TRUE(writer.claim());
-    const std::uint64_t values[stats_page::kNumFields] = {1, 2, 3};
-    writer.publish(values);
-  }
+  ASSERT_NO_FATAL_FAILURE(publish_every_slot(page));
   stats_page::set_read_page_hook_for_testing([](int fd) {
     ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(sizeof(stats_page::Header))), 0);
   });
@@ -196,12 +202,7 @@ TEST(StatsPage, FileTruncatedAfterMappingIsReportedNotACrash) {
 // read is whole or refused by name (size mismatch or truncated), never a crash.
 TEST(StatsPage, FileTruncatedConcurrentlyIsReportedNotACrash) {
   ScratchPage page(64);
-  for (int device = 0; device < 64; ++device) {
-    stats_page::SlotWriter writer(page.slot(device));
-    ASSERT_TRUE(writer.claim());
-    const std::uint64_t values[stats_page::kNumFields] = {1, 2, 3};
-    writer.publish(values);
-  }
+  ASSERT_NO_FATAL_FAILURE(publish_every_slot(page));
   const std::size_t full = page.bytes;
   const int fd = page.fd;
   std::atomic<int> truncations{0};
