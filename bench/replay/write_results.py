@@ -121,6 +121,14 @@ def format_ms(seconds):
     return f"{milliseconds:,.1f}" if milliseconds >= 1 else f"{milliseconds:.3f}"
 
 
+def format_own_ns(run, own_ns):
+    """The allocator's own ns / event (without cudasim's calls): not timed for torch-*, "-"
+    when bench_replay could not measure cudasim's share."""
+    if run is None:
+        return NOT_TIMED
+    return "-" if own_ns is None else f"{own_ns:.0f}"
+
+
 def table_rows(replay, runs, traces_dir):
     """One row per (trace, allocator) for the main table and for the device calls by kind,
     plus per-allocator lists for the summaries."""
@@ -145,6 +153,7 @@ def table_rows(replay, runs, traces_dir):
             calls = total_calls(result)
             estimate = result.get("estimated_device_call_seconds")
             ns = None if run is None else run["ns_per_event"]
+            own_ns = None if run is None else run.get("allocator_ns_per_event")
             first = index == 0
             recorded = recorded_pytorch_ratio(traces_dir, trace["name"]) if first else None
             rows.append([
@@ -158,6 +167,7 @@ def table_rows(replay, runs, traces_dir):
                 "-" if calls is None else str(calls),
                 format_ms(estimate),
                 NOT_TIMED if ns is None else f"{ns:.0f}",
+                format_own_ns(run, own_ns),
             ])
             by_kind = result.get("device_calls")
             call_rows.append(
@@ -166,7 +176,8 @@ def table_rows(replay, runs, traces_dir):
                 ["-" if calls is None else str(calls), format_ms(estimate)])
             summary = per_allocator.setdefault(
                 allocator, {"min": [], "reserved": [], "calls": 0, "ns": [], "events": 0,
-                            "seconds": 0.0, "by_kind": dict.fromkeys(CALL_KINDS, 0),
+                            "seconds": 0.0, "own_ns": [],
+                            "by_kind": dict.fromkeys(CALL_KINDS, 0),
                             "estimate": 0.0, "counted": 0})
             if result["min_capacity_over_requested"] is not None:
                 summary["min"].append(result["min_capacity_over_requested"])
@@ -181,6 +192,8 @@ def table_rows(replay, runs, traces_dir):
             if ns is not None:
                 summary["ns"].append(ns)
                 summary["seconds"] += ns * trace["events"] * 1e-9
+            if own_ns is not None:
+                summary["own_ns"].append(own_ns)
     return rows, call_rows, per_allocator
 
 
@@ -258,9 +271,17 @@ def summary_rows(per_allocator, trace_count):
             counted_cell(s, trace_count, f"{s['calls']:,}"),
             counted_cell(s, trace_count, format_ms(s["estimate"])),
             f"{geometric_mean(s['ns']):.0f}" if s["ns"] else NOT_TIMED,
+            own_ns_mean(s),
             f"{s['seconds'] * 1e3:.1f}" if s["ns"] else NOT_TIMED,
         ])
     return rows
+
+
+def own_ns_mean(s):
+    """Geometric mean of the allocator's own ns / event, when every timed trace has one."""
+    if not s["ns"]:
+        return NOT_TIMED
+    return f"{geometric_mean(s['own_ns']):.0f}" if len(s["own_ns"]) == len(s["ns"]) else "-"
 
 
 def summary_call_rows(per_allocator, trace_count):
@@ -339,8 +360,9 @@ Load average when bench_replay started: {load or "unknown"} (1, 5, 15 min).
 
 Every figure comes from **cudasim**, the simulated CUDA runtime: memory figures are exact
 byte counts, and times are **CPU times** (the allocators' bookkeeping plus cudasim's own cost
-per cudaMalloc/cudaFree), **not GPU timings**. cudasim's cost per device call is not a GPU
-driver's: for what a GPU would add, read the device-calls column, not ns / event.
+per device call), **not GPU timings**. cudasim's cost per device call is not a GPU driver's
+(a VMM call is a real `mmap`): for what a GPU would add, read the device-calls columns, and
+for the allocator's own speed, the allocator ns / event column, which leaves cudasim out.
 
 Traces: `{os.path.relpath(args.traces)}` (see its README). Allocators: `cudacache` (default options:
 cudacache's own policy on driver-VMM pages, pages moved where memory is needed, Note [Moving
@@ -380,13 +402,19 @@ Columns:
   Each of their replays is a Python process issuing `torch.empty` / `del` through the
   interpreter, so a time per event would include the interpreter's overhead per call and
   would not compare with the in-process C++ replays; bench_replay does not run them.
+- **allocator ns / event**: the same loop without the time spent inside cudasim's device
+  calls (cudasim times each call it counts, per thread: `cudasim_thread_call_ns`): the
+  allocator's own work per event (its bookkeeping, and the queries it makes that are not
+  device memory calls, such as `cudaMemGetInfo`). What its device calls would cost on a GPU is
+  the estimated device-call time.
 
 ## Per trace
 
 {markdown_table(
     ["trace", "events", "peak req", "PyTorch recorded", "allocator", "min cap / peak req",
-     "peak reserved / peak req", "device calls", "est. device-call time (ms)", "ns / event"],
-    rows, ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"])}
+     "peak reserved / peak req", "device calls", "est. device-call time (ms)", "ns / event",
+     "allocator ns / event"],
+    rows, ["---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:"])}
 
 ## Device calls by kind
 
@@ -399,7 +427,7 @@ included); est. time = calls x cost per call (`tools/replay/README.md`).
 
 ## Per allocator, over the {traces} traces
 
-Geometric means of the ratios and of ns / event; device calls and their estimated time
+Geometric means of the ratios and of both ns / event; device calls and their estimated time
 summed; replay time is the sum over traces of ns / event x events (one replay of every
 trace).
 
@@ -407,9 +435,9 @@ trace).
     ["allocator", "min cap / peak req (geomean)", "(worst)",
      "peak reserved / peak req (geomean)", "(worst)", "device calls (total)",
      "est. device-call time, all traces (ms)", "ns / event (geomean)",
-     "replay time, all traces (ms)"],
+     "allocator ns / event (geomean)", "replay time, all traces (ms)"],
     summary_rows(per_allocator, traces),
-    ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])}
+    ["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])}
 
 Device calls by kind, summed over the {traces} traces:
 

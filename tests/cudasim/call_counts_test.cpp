@@ -294,6 +294,52 @@ TEST_F(CallCounts, ResetZeroesOneDevice) {
   EXPECT_EQ(cudasim_get_call_counts(0, nullptr), -1);
 }
 
+// cudasim_thread_call_ns: the calling thread's time inside the calls cudasim counts, grown by
+// each of them, not by calls it does not count nor by other threads' calls.
+TEST_F(CallCounts, ThreadCallTimeGrowsWithCountedCallsOnly) {
+  VmmDriver d;
+  ASSERT_NO_FATAL_FAILURE(load_vmm_driver(&d));
+  const CUmemAllocationProp p = prop(0);
+  const CUmemAccessDesc rw = access(0);
+  CUdeviceptr base = 0;
+  ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
+
+  uint64_t before = cudasim_thread_call_ns();
+  for (int i = 0; i < 10; ++i) {
+    int device = -1;
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    ASSERT_CUDA(cudaGetDevice(&device));
+    ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    ASSERT_CUDA(cudaFree(nullptr));  // a free of NULL does nothing and is not counted
+  }
+  EXPECT_EQ(cudasim_thread_call_ns(), before);
+
+  std::thread other([] {
+    for (int i = 0; i < 100; ++i) {
+      void* q = nullptr;
+      if (cudaMalloc(&q, 4096) != cudaSuccess) return;
+      (void)cudaFree(q);
+    }
+  });
+  other.join();
+  EXPECT_EQ(cudasim_thread_call_ns(), before);
+
+  void* q = nullptr;
+  ASSERT_CUDA(cudaMalloc(&q, 4096));
+  ASSERT_CUDA(cudaFree(q));
+  EXPECT_GT(cudasim_thread_call_ns(), before);
+  before = cudasim_thread_call_ns();
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(d.create(&h, kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.map(base, kGranularity, 0, h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.set_access(base, kGranularity, &rw, 1), CUDA_SUCCESS);
+  ASSERT_EQ(d.unmap(base, kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(h), CUDA_SUCCESS);
+  EXPECT_GT(cudasim_thread_call_ns(), before);
+  ASSERT_EQ(d.address_free(base, kGranularity), CUDA_SUCCESS);
+}
+
 TEST_F(CallCounts, ConcurrentCallsAreAllCounted) {
   constexpr int kThreads = 8;
   constexpr int kRounds = 200;

@@ -191,11 +191,16 @@ TEST_F(Cli, JsonCarriesEveryFigure) {
       EXPECT_TRUE(result.has(key)) << key;
     }
     EXPECT_EQ(result.at("seconds").type, Json::Type::kNumber);
+    // The part spent inside cudasim's calls: measured (both allocators make device calls),
+    // and a part of the loop's time, not more.
+    ASSERT_EQ(result.at("simulator_call_seconds").type, Json::Type::kNumber);
+    EXPECT_GT(result.at("simulator_call_seconds").number, 0.0);
+    EXPECT_LE(result.at("simulator_call_seconds").number, result.at("seconds").number);
   }
 }
 
-// Every key a result had before device calls were counted by kind, and the two that came with
-// them: nothing renamed, nothing dropped.
+// Every key a result had before device calls were counted by kind, the two that came with
+// them and the simulator's share of the time: nothing renamed, nothing dropped.
 TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
   const std::string csv = write("small.csv", kSmallTrace);
   const ToolRun run =
@@ -224,6 +229,7 @@ TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
                                        "oom_event_index",
                                        "events_replayed",
                                        "seconds",
+                                       "simulator_call_seconds",
                                        "events_per_second"};
   for (const Json& result : trace.at("results").array) {
     std::set<std::string> keys;

@@ -97,10 +97,11 @@ class WriteResultsFromJson(unittest.TestCase):
         self.bench = {"context": {"cuda_runtime": "cudasim", "load_avg": [0.5, 0.5, 0.5]},
                       "benchmarks": [
                           bench_run("alpha", "nocache", 800, device_calls=4,
-                                    device_mallocs_frees=4),
-                          bench_run("alpha", "cub", 600, device_calls=3, device_mallocs_frees=3),
+                                    device_mallocs_frees=4, allocator_ns_per_event=200),
+                          bench_run("alpha", "cub", 600, device_calls=3, device_mallocs_frees=3,
+                                    allocator_ns_per_event=450),
                           bench_run("beta", "nocache", 900, device_calls=10,
-                                    device_mallocs_frees=10),
+                                    device_mallocs_frees=10, allocator_ns_per_event=300),
                           bench_run("beta", "cub", 700, device_calls=9, device_mallocs_frees=8),
                       ]}
 
@@ -115,9 +116,21 @@ class WriteResultsFromJson(unittest.TestCase):
         per_trace = section(markdown, "## Per trace")
         self.assertIn("| device calls | est. device-call time (ms) | ns / event |", per_trace)
         row = table_row(per_trace, ["`beta`"])
-        self.assertEqual(row[4:], ["nocache", "1.000", "1.000", "10", "1.2", "900"])
+        self.assertEqual(row[4:], ["nocache", "1.000", "1.000", "10", "1.2", "900", "300"])
         row = table_row(per_trace, ["", "", "", "", "cub"])
-        self.assertEqual(row[7:], ["3", "0.476", "600"])  # alpha's cub
+        self.assertEqual(row[7:], ["3", "0.476", "600", "450"])  # alpha's cub
+
+    def test_allocator_time_without_cudasim_is_its_own_column(self):
+        markdown = self.render()
+        per_trace = section(markdown, "## Per trace")
+        self.assertIn("| ns / event | allocator ns / event |", per_trace)
+        # beta's cub run has no allocator_ns_per_event (cudasim did not time its calls).
+        rows = [line for line in per_trace.splitlines() if "| cub |" in line]
+        self.assertEqual(rows[1].strip().strip("|").split("|")[-1].strip(), "-")
+        summary = section(markdown, "## Per allocator")
+        self.assertIn("| ns / event (geomean) | allocator ns / event (geomean) |", summary)
+        self.assertEqual(table_row(summary, ["nocache"])[8], "245")  # sqrt(200 x 300)
+        self.assertEqual(table_row(summary, ["cub"])[8], "-")  # one trace not timed alone
 
     def test_pressure_table_shows_outcomes_and_calls(self):
         oom = result("cub", calls(malloc=3, free=1), 0.0006, 3, 1)

@@ -71,6 +71,7 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     if (recording.timeline) timeline.emplace(total, recording.timeline_points);
     std::uint64_t live_requested = 0;
     reset_device_counters();
+    const std::optional<std::uint64_t> call_ns_before = thread_device_call_ns();
     const auto start = std::chrono::steady_clock::now();
     std::size_t i = 0;
     for (; i < total; ++i) {
@@ -102,6 +103,10 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     }
     const auto stop = std::chrono::steady_clock::now();
     result.seconds = std::chrono::duration<double>(stop - start).count();
+    if (const std::optional<std::uint64_t> call_ns = thread_device_call_ns();
+        call_ns && call_ns_before) {
+      result.simulator_call_seconds = static_cast<double>(*call_ns - *call_ns_before) * 1e-9;
+    }
     result.events_replayed = result.oom ? i + 1 : total;
     if (progress) progress(result.events_replayed, total);
 

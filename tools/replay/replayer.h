@@ -2,6 +2,7 @@
 // simulated device on which a trace completes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,6 +37,9 @@ struct ReplayResult {
   std::string oom_message;
   std::size_t events_replayed = 0;  // including the failed one
   double seconds = 0.0;             // the event loop only, not setup or cleanup
+  // The part of `seconds` spent inside cudasim's device calls (cudasim_thread_call_ns): the
+  // simulator's cost per call, not a GPU's. seconds - this is the allocator's own time.
+  std::optional<double> simulator_call_seconds;
   std::optional<std::uint64_t> min_capacity_bytes;
   std::size_t min_capacity_replays = 0;
   // Only when ReplayRecording asked for them (--html, --memory-viz).
@@ -47,6 +51,11 @@ struct ReplayResult {
   std::optional<double> estimated_device_call_seconds() const {
     if (!device_calls) return std::nullopt;
     return device_calls->estimated_seconds();
+  }
+
+  // The event loop without the time inside cudasim's device calls; all of it elsewhere.
+  double allocator_seconds() const {
+    return seconds - std::min(seconds, simulator_call_seconds.value_or(0.0));
   }
 
   double events_per_second() const {

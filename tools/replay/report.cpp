@@ -198,6 +198,12 @@ void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t p
   write_json_optional(out, r.oom_event);
   out << ", \"events_replayed\": " << r.events_replayed << ", \"seconds\": ";
   write_json_double(out, r.seconds);
+  out << ", \"simulator_call_seconds\": ";
+  if (r.simulator_call_seconds) {
+    write_json_double(out, *r.simulator_call_seconds);
+  } else {
+    out << "null";
+  }
   out << ", \"events_per_second\": ";
   write_json_double(out, r.events_per_second());
   out << "}";

@@ -58,6 +58,11 @@ std::optional<DeviceCalls> device_call_counts() {
   return calls;
 }
 
+std::optional<std::uint64_t> thread_device_call_ns() {
+  if (!running_on_simulator() || cudasim_thread_call_ns == nullptr) return std::nullopt;
+  return cudasim_thread_call_ns();
+}
+
 void reset_device_counters() {
   if (running_on_simulator()) cudasim_reset_counters(kDevice);
 }

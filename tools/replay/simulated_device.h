@@ -28,6 +28,9 @@ std::optional<DeviceCounters> device_counters();
 // Every device call by kind, failed ones too (cudasim_get_call_counts); absent on a real GPU
 // and on a cudasim too old to count them.
 std::optional<DeviceCalls> device_call_counts();
+// Nanoseconds the calling thread has spent inside cudasim's device calls so far
+// (cudasim_thread_call_ns); absent on a real GPU and on a cudasim too old to time them.
+std::optional<std::uint64_t> thread_device_call_ns();
 // Peak := in use, call counters (both kinds above) := 0. No-op on a real GPU.
 void reset_device_counters();
 

@@ -4,12 +4,14 @@
  * that the same test binary also loads on NVIDIA's runtime, where every one of them is NULL:
  * call cudasim_available() first and skip a check that needs the simulator when it is 0.
  *
- * All functions return 0 on success and -1 on bad input (unknown device, unknown stream).
+ * All functions but cudasim_thread_call_ns (a count) return 0 on success and -1 on bad input
+ * (unknown device, unknown stream).
  *
  * What they cover:
  *   cudasim_get_counters / cudasim_reset_counters   allocation counters and bytes in use
  *   cudasim_get_call_counts                         device calls by kind (what a caching
  *                                                   allocator tries to save), failed ones too
+ *   cudasim_thread_call_ns                          time this thread spent in those calls
  *   cudasim_set_capacity / cudasim_get_capacity     device memory size
  *   cudasim_fail_nth_allocation                     inject one out-of-memory
  *   cudasim_fail_nth_call                           fail one device call of a kind
@@ -89,6 +91,13 @@ typedef struct cudasim_call_counts {
 } cudasim_call_counts;
 
 CUDASIM_WEAK int cudasim_get_call_counts(int device, cudasim_call_counts* out);
+
+/* Nanoseconds the calling thread has spent inside the calls cudasim_call_counts counts (on
+ * every device, failed calls and the wait for cudasim's lock included) since the thread
+ * started; never reset. cudasim's cost per call (a real mmap, mprotect or fallocate for the VMM
+ * calls) is not a GPU's, so a benchmark subtracts this from its time to time the caller's own
+ * work, and weighs the calls by a GPU's cost per call instead. */
+CUDASIM_WEAK uint64_t cudasim_thread_call_ns(void);
 
 /* Capacity of a device in bytes. Lowering it below what is in use is allowed: further
  * allocations fail until enough is freed. */

@@ -55,6 +55,8 @@ int cudasim_get_call_counts(int device, cudasim_call_counts* out) {
   return 0;
 }
 
+uint64_t cudasim_thread_call_ns(void) { return thread_call_ns_total(); }
+
 int cudasim_set_capacity(int device, size_t bytes) {
   State& s = state();
   std::lock_guard lock(s.mutex);

@@ -227,6 +227,7 @@ cudaError_t cudaSetDeviceFlags(unsigned int flags) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  const CallClock clock;
   State& s = state();
   std::unique_lock lock(s.mutex);
   const int device = current_device();

@@ -31,6 +31,7 @@ cudaError_t event_record(cudaEvent_t event, cudaStream_t stream, unsigned int fl
   if ((flags & ~static_cast<unsigned>(cudaEventRecordExternal)) != 0) {
     return finish(cudaErrorInvalidValue);
   }
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   Event* e = find_event(s, event);
@@ -89,6 +90,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0) {
     return finish(cudaErrorInvalidValue);
   }
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, current_device(), &cudasim_call_counts::event_create)) {
@@ -128,6 +130,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   const Event* e = find_event(s, event);
@@ -139,6 +142,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  const CallClock clock;
   State& s = state();
   std::unique_lock lock(s.mutex);
   const Event* e = find_event(s, event);

@@ -144,6 +144,7 @@ cudaError_t memset_async(void* dst, int value, size_t count, cudaStream_t stream
 }
 
 cudaError_t malloc_async(void** ptr, size_t size, cudaStream_t stream, DefaultStream mode) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   StreamId id = 0;
@@ -162,6 +163,7 @@ cudaError_t malloc_async(void** ptr, size_t size, cudaStream_t stream, DefaultSt
 }
 
 cudaError_t free_async(void* ptr, cudaStream_t stream, DefaultStream mode) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   StreamId id = 0;
@@ -197,6 +199,7 @@ using namespace cudasim;
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, current_device(), &cudasim_call_counts::malloc)) {
@@ -214,6 +217,7 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
 // able to free memory without deadlocking.
 cudaError_t cudaFree(void* devPtr) {
   if (devPtr == nullptr) return cudaSuccess;
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto address = reinterpret_cast<uintptr_t>(devPtr);

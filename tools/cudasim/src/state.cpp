@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 namespace cudasim {
 
@@ -69,6 +70,23 @@ CallKind call_kind_named(const char* name) {
   }
   return nullptr;
 }
+
+namespace {
+
+thread_local uint64_t thread_call_ns = 0;
+
+uint64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+}  // namespace
+
+CallClock::CallClock() : start_ns_(monotonic_ns()) {}
+CallClock::~CallClock() { thread_call_ns += monotonic_ns() - start_ns_; }
+
+uint64_t thread_call_ns_total() { return thread_call_ns; }
 
 bool count_call(State& s, int device, CallKind kind) {
   if (!valid_device(s, device)) device = current_device();

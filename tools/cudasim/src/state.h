@@ -190,6 +190,21 @@ extern const NamedCallKind kCallKinds[13];
 // The kind called `name`, or nullptr.
 CallKind call_kind_named(const char* name);
 [[nodiscard]] bool count_call(State& s, int device, CallKind kind);
+// Adds the time from its construction to its destruction to the calling thread's total
+// (cudasim_thread_call_ns). Every function that counts a call starts with one, before taking
+// the lock, so that waiting for it counts too.
+class CallClock {
+ public:
+  CallClock();
+  ~CallClock();
+  CallClock(const CallClock&) = delete;
+  CallClock& operator=(const CallClock&) = delete;
+
+ private:
+  uint64_t start_ns_;
+};
+// Nanoseconds the calling thread has spent in CallClock-timed calls (cudasim_thread_call_ns).
+uint64_t thread_call_ns_total();
 // What an injected failure returns: out of memory for the calls that allocate (cudaMalloc,
 // cuMemCreate, cuMemMap, cuMemSetAccess, cuMemAddressReserve), an unknown error otherwise.
 cudaError_t injected_error(CallKind kind);

@@ -170,6 +170,7 @@ cudaError_t stream_query(cudaStream_t stream, DefaultStream mode) {
 }
 
 cudaError_t stream_synchronize(cudaStream_t stream, DefaultStream mode) {
+  const CallClock clock;
   State& s = state();
   std::unique_lock lock(s.mutex);
   StreamId id = 0;

@@ -137,6 +137,7 @@ CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocatio
 // must be granular like the size (CUDA asks only for the host page size: stricter is safe).
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, -1, &cudasim_call_counts::reserve)) {
@@ -168,6 +169,7 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
 // that still has mappings is reported (CUDA_ERROR_INVALID_VALUE), since it is always a leak in
 // the caller.
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, -1, &cudasim_call_counts::address_free)) {
@@ -185,6 +187,7 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                      const CUmemAllocationProp* prop, unsigned long long flags) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, prop == nullptr ? -1 : prop->location.id, &cudasim_call_counts::create)) {
@@ -219,6 +222,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.physical.find(handle);
@@ -241,6 +245,7 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 // handle's size, at a granular address inside a reservation, over no other mapping.
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.physical.find(handle);
@@ -270,6 +275,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 // Only whole mappings, one or several adjacent ones, starting at a mapping (cuda.h: "cannot
 // unmap a sub-range of an address range mapped by cuMemCreate / cuMemMap").
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, mapping_device(s, ptr), &cudasim_call_counts::unmap)) {
@@ -294,6 +300,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (count_call(s, mapping_device(s, ptr), &cudasim_call_counts::set_access)) {
