@@ -149,6 +149,51 @@ class TorchReplayDriver(unittest.TestCase):
         self.assertEqual(expandable["device_frees"], 3)
         self.assertEqual(expandable["peak_reserved_bytes"], 42 * MiB)
 
+    def crashing_python(self, directory, crashes):
+        """An interpreter that runs this Python, except that its first `crashes` replay
+        processes (torch_replay's --child) kill themselves with SIGSEGV before doing anything."""
+        directory = pathlib.Path(directory)
+        wrapper = directory / "python"
+        wrapper.write_text(f"""#!/bin/sh
+case " $* " in *" --child "*)
+  count=$(cat "{directory}/crashes" 2>/dev/null || echo 0)
+  if [ "$count" -lt {crashes} ]; then
+    echo $((count + 1)) > "{directory}/crashes"
+    echo "pretending PyTorch crashed" >&2
+    kill -SEGV $$
+  fi;;
+esac
+exec "{sys.executable}" "$@"
+""")
+        wrapper.chmod(0o755)
+        return wrapper
+
+    def test_a_replay_process_killed_by_a_signal_is_run_again(self):
+        with tempfile.TemporaryDirectory() as directory:
+            python = self.crashing_python(directory, crashes=2)
+            path = expandable_trace(directory)
+            completed = run_driver(path, "--python", python)
+            _, result = driver_result(path)  # the same replay, never killed
+        report = json.loads(completed.stdout)
+        (trace,) = report["traces"]
+        (rerun,) = trace["results"]
+        self.assertEqual(rerun["device_calls"], result["device_calls"])
+        self.assertEqual(rerun["peak_reserved_bytes"], result["peak_reserved_bytes"])
+        self.assertEqual(completed.stderr.count("was killed by SIGSEGV before its result"), 2,
+                         completed.stderr)
+        self.assertIn("run 2 of at most 3", completed.stderr)
+        self.assertIn("pretending PyTorch crashed", completed.stderr)
+
+    def test_a_replay_process_killed_every_time_is_an_error(self):
+        with tempfile.TemporaryDirectory() as directory:
+            python = self.crashing_python(directory, crashes=3)
+            completed = run_driver(expandable_trace(directory), "--python", python, check=False)
+            crashes = (pathlib.Path(directory) / "crashes").read_text().strip()
+        self.assertEqual(completed.returncode, 1, completed.stderr)
+        self.assertIn("was killed by SIGSEGV in each of 3 runs and gave no result",
+                      completed.stderr)
+        self.assertEqual(crashes, "3")  # no fourth attempt
+
     def test_bad_trace_is_exit_2(self):
         with tempfile.TemporaryDirectory() as directory:
             bad = pathlib.Path(directory) / "bad.csv"

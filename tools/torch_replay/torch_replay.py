@@ -40,6 +40,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -51,6 +52,11 @@ DEFAULT_CAPACITY_HEADROOM = 8
 CUDASIM_LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libnvidia-ml.so.1")
 EXIT_NO_TORCH = 3
 RESULT_PREFIX = "@@TORCH_REPLAY@@"
+# PyTorch 2.15 on cudasim corrupts a Python object now and then after a CUDA out-of-memory
+# error (native and expandable alike; the cycle collector then crashes on it, see
+# replay_in_this_process). A replay is deterministic, so a child killed by a signal before
+# its result is run again, with a note on stderr; a crash in every attempt is an error.
+CHILD_ATTEMPTS = 3
 # The fields of cudasim_call_counts (tools/cudasim/include/cudasim.h), in order; also the keys
 # of "device_calls", as cudacache-replay writes them.
 CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
@@ -125,14 +131,19 @@ def load_trace(path):
 
 def replay_in_this_process(trace_path, label):
     import ctypes
+    import faulthandler
     import gc
     import warnings
-    # PyTorch 2.15 on cudasim segfaults now and then when the cycle collector runs after an
-    # expandable-segments OutOfMemoryError (about 1 run in 6 of the min-capacity search;
-    # Python's faulthandler shows "Garbage-collecting"). Tensors are freed by reference
+    # PyTorch 2.15 on cudasim segfaults now and then when the cycle collector runs after a
+    # CUDA OutOfMemoryError (about 1 run in 6 of the min-capacity search; Python's faulthandler
+    # shows "Garbage-collecting": an object on its list was overwritten, with one thread
+    # running; the cause is not known). Tensors are freed by reference
     # counting, which the collector does not change, so the figures are the same without it;
-    # the process leaves with os._exit once its result is out (see main).
+    # the process leaves with os._exit once its result is out (see main). A child still dies
+    # now and then without the collector (seen in a full test run); the parent runs it again
+    # (CHILD_ATTEMPTS).
     gc.disable()
+    faulthandler.enable()  # a crash leaves the Python stack on stderr, for the parent's note
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch
 
@@ -249,16 +260,36 @@ def child_environment(cudasim_dir, capacity, alloc_conf):
 
 
 def run_child(args, capacity, label, alloc_conf):
-    completed = subprocess.run(
-        [args.python, os.path.abspath(__file__), "--child", "--label", label, args.trace],
-        env=child_environment(args.cudasim_dir, capacity, alloc_conf),
-        capture_output=True, text=True)
-    for line in completed.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    raise RuntimeError(f"the PyTorch replay process (capacity {capacity} B) exited with "
-                       f"{completed.returncode} and no result:\n"
-                       f"{completed.stdout}{completed.stderr}")
+    """The child's result. A child killed by a signal before its result is out is run again,
+    up to CHILD_ATTEMPTS times in all (see CHILD_ATTEMPTS); any other failure ends the run."""
+    for attempt in range(1, CHILD_ATTEMPTS + 1):
+        completed = subprocess.run(
+            [args.python, os.path.abspath(__file__), "--child", "--label", label, args.trace],
+            env=child_environment(args.cudasim_dir, capacity, alloc_conf),
+            capture_output=True, text=True)
+        for line in completed.stdout.splitlines():
+            if line.startswith(RESULT_PREFIX):
+                return json.loads(line[len(RESULT_PREFIX):])
+        died = signal_name(completed.returncode)
+        if died is None or attempt == CHILD_ATTEMPTS:
+            how = (f"was killed by {died} in each of {attempt} runs" if died else
+                   f"exited with {completed.returncode}")
+            raise RuntimeError(f"the PyTorch replay process (capacity {capacity} B) {how} and "
+                               f"gave no result:\n{completed.stdout}{completed.stderr}")
+        print(f"torch_replay: the PyTorch replay process (capacity {capacity} B) was killed by "
+              f"{died} before its result (run {attempt} of at most {CHILD_ATTEMPTS}); running "
+              f"it again. Its output:\n{completed.stderr.rstrip()}", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def signal_name(returncode):
+    """"SIGSEGV" for a process killed by signal 11, None for one that exited."""
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
 
 
 def default_capacity(peak_requested):
