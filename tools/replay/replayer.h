@@ -53,7 +53,8 @@ struct ReplayResult {
     return device_calls->estimated_seconds();
   }
 
-  // The event loop without the time inside cudasim's device calls; all of it elsewhere.
+  // The event loop without the time inside cudasim's device calls: the allocator's own work
+  // (and the loop's). All of `seconds` off cudasim.
   double allocator_seconds() const {
     return seconds - std::min(seconds, simulator_call_seconds.value_or(0.0));
   }
