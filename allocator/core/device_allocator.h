@@ -169,7 +169,8 @@ class DeviceAllocator {
   // device first); false when the device is full (*pages has what was found).
   bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
                   std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
-  bool device_has_room(std::size_t bytes) const CUDACACHE_REQUIRES(mutex_);
+  // Whether a growth of `bytes` leaves the device room (Note [Room without asking]).
+  bool device_has_room(std::size_t bytes) CUDACACHE_REQUIRES(mutex_);
 
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);
@@ -224,6 +225,18 @@ class DeviceAllocator {
   std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);       // during one allocation only
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
+  // The device's memory as cudaMemGetInfo last said, and what this allocator held then
+  // (Note [Room without asking] in policy_cudacache.cpp).
+  struct DeviceReading {
+    bool valid = false;
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    std::size_t held_bytes = 0;
+    unsigned uses = 0;  // decisions taken on it without reading again
+  };
+  DeviceReading device_reading_ CUDACACHE_GUARDED_BY(mutex_);
+  // The device's memory size (its properties), read at the first range; 0 until then.
+  std::size_t device_total_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
   StackKind history_stacks_ CUDACACHE_GUARDED_BY(mutex_) = StackKind::kNone;
   GrowthDetector growth_ CUDACACHE_GUARDED_BY(mutex_);

@@ -23,6 +23,14 @@
 //   pages while free memory waits elsewhere.
 // So memory a program no longer uses goes where it is needed instead of being held, and a
 // steady loop, which finds its blocks free, makes no device call after its first step.
+//
+// Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
+// round trip (about 10 us) that PyTorch makes only when out of memory. It is read once and then
+// followed by this allocator's own changes (what it holds: mapped pages and pages being moved),
+// so that a growing program asks about once per kReadingUses decisions instead of twice per
+// growth. The device is read again sooner when the answer is in doubt (the estimate within
+// 1/32 of the device of the room's edge: other processes may have taken or given back memory
+// since) and after a page could not be created (the device is fuller than the reading says).
 #include "device_allocator.h"
 
 #include "device_api.h"
@@ -44,6 +52,10 @@ constexpr std::size_t kRoomFree32nds = 27;
 // With room, pages are created while that keeps what is held within 1.08 x the most the
 // program ever used at once (peak active bytes); beyond it they are moved.
 constexpr std::size_t kHeldPerMille = 1080;
+// Note [Room without asking]: decisions taken on one reading of the device, at most; and how
+// close to the room's edge (in 32nds of the device) an estimate must be to read it again.
+constexpr unsigned kReadingUses = 64;
+constexpr std::size_t kDoubt32nds = 1;
 
 // Pages created while the device has room are PyTorch's (20 MiB in the large pool, so that a
 // growing range needs as few device calls as PyTorch's); without room, 2 MiB pages, which
@@ -89,14 +101,33 @@ bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, Address
   return true;
 }
 
-bool DeviceAllocator::device_has_room(std::size_t bytes) const {
-  std::size_t free_bytes = 0;
-  std::size_t total_bytes = 0;
-  if (device_api::memory_info(device_, &free_bytes, &total_bytes) != cudaSuccess) return false;
-  const std::size_t limit = std::min(total_bytes, allowed_maximum_);
-  const std::size_t headroom = limit / 32 * kRoomFree32nds;
-  const std::size_t available = std::min(free_bytes, limit - std::min(limit, reserved_total_));
-  return available >= bytes + headroom;
+bool DeviceAllocator::device_has_room(std::size_t bytes) {
+  std::size_t held = reserved_total_;
+  for (const Page& page : moved_pages_) held += page.size;
+  DeviceReading& reading = device_reading_;
+  for (bool read = !reading.valid || reading.uses >= kReadingUses;; read = true) {
+    if (read) {
+      std::size_t free_bytes = 0;
+      std::size_t total_bytes = 0;
+      if (device_api::memory_info(device_, &free_bytes, &total_bytes) != cudaSuccess) {
+        reading.valid = false;
+        return false;
+      }
+      reading = {true, free_bytes, total_bytes, held, 0};
+    }
+    // The device's free memory now, as far as this allocator's own changes tell.
+    const std::size_t free_or_ours = reading.free_bytes + reading.held_bytes;
+    const std::size_t free_bytes =
+        std::min(reading.total_bytes, free_or_ours - std::min(held, free_or_ours));
+    const std::size_t limit = std::min(reading.total_bytes, allowed_maximum_);
+    const std::size_t needed = bytes + limit / 32 * kRoomFree32nds;
+    const std::size_t available = std::min(free_bytes, limit - std::min(limit, reserved_total_));
+    const std::size_t doubt = read ? 0 : limit / 32 * kDoubt32nds;
+    if (available >= needed + doubt || available + doubt < needed) {
+      ++reading.uses;
+      return available >= needed;
+    }
+  }
 }
 
 void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
@@ -194,7 +225,10 @@ bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_
   release_pages(*backend_, moved_pages_);
   moved_pages_.clear();
   const cudaError_t error = create_pages(*backend_, need - covered, page_size, pages);
-  if (error == cudaErrorMemoryAllocation) return false;
+  if (error == cudaErrorMemoryAllocation) {
+    device_reading_.valid = false;  // the device is fuller than the last reading says
+    return false;
+  }
   if (error != cudaSuccess) {
     release_pages(*backend_, *pages);
     pages->clear();

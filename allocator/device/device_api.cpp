@@ -66,6 +66,13 @@ cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_
   return cleared(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+cudaError_t total_memory(int device, std::size_t* total_bytes) {
+  cudaDeviceProp properties{};
+  const cudaError_t error = cleared(cudaGetDeviceProperties(&properties, device));
+  if (error == cudaSuccess) *total_bytes = properties.totalGlobalMem;
+  return error;
+}
+
 cudaError_t synchronize(int device) {
   DeviceGuard guard(device);
   return cleared(cudaDeviceSynchronize());

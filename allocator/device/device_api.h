@@ -22,6 +22,9 @@ cudaError_t stream_device(cudaStream_t stream, int* device);
 cudaError_t malloc_memory(int device, void** ptr, std::size_t bytes);
 cudaError_t free_memory(int device, void* ptr);
 cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes);
+// The device's memory size from its properties (cudaGetDeviceProperties), as PyTorch sizes an
+// expandable range: no cudaMemGetInfo round trip.
+cudaError_t total_memory(int device, std::size_t* total_bytes);
 cudaError_t synchronize(int device);
 // Waits for `stream`; for the whole device when the stream cannot be synchronized (destroyed).
 cudaError_t synchronize_stream(int device, cudaStream_t stream);

@@ -21,7 +21,7 @@ TORCH_ALLOCATORS = ("torch-native", "torch-expandable")
 NOT_TIMED = "n/a (Python)"
 # The keys of a result's "device_calls" (cudasim_call_counts' fields), in table order.
 CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
-              "reserve", "address_free")
+              "reserve", "address_free", "mem_get_info")
 
 
 def runs_in_python(allocator):

@@ -127,6 +127,44 @@ TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
   EXPECT_EQ(sim_calls().create, sim_calls().release);
 }
 
+// Note [Room without asking]: a growing program does not ask the driver for the device's free
+// memory at every growth (cudaMemGetInfo, about 10 us), only about once per 32 growths.
+TEST_F(CudacachePolicy, ReadsTheDevicesFreeMemoryOncePerManyGrowths) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);  // room all along
+  DeviceAllocator allocator(0, options());
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
+  const cudasim_call_counts counts = sim_calls();
+  EXPECT_EQ(counts.create, 64u);       // one 20 MiB page per growth
+  EXPECT_GE(counts.mem_get_info, 1u);  // the first growth reads the device
+  EXPECT_LE(counts.mem_get_info, 6u) << "asked at every growth";
+  for (void* p : blocks) allocator.deallocate(p);
+}
+
+// The reading is followed by the allocator's own changes only: when another user has filled
+// the device since, the first page that cannot be created makes the next decision read the
+// device again, and the request is served in the 2 MiB pages that still fit.
+TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{1} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  void* first = allocator.allocate(20 * kMiB, nullptr);  // read once: room, a 20 MiB page
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  void* other = nullptr;  // another user of the device leaves it 10 MiB
+  ASSERT_EQ(cudaMalloc(&other, free_bytes - 10 * kMiB), cudaSuccess);
+  const cudasim_call_counts before = sim_calls();
+  void* second = allocator.allocate(8 * kMiB, nullptr);
+  const cudasim_call_counts after = sim_calls();
+  EXPECT_GE(after.mem_get_info, before.mem_get_info + 1);
+  EXPECT_EQ(after.create, before.create + 5);  // the 20 MiB page that failed, four 2 MiB ones
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(28 * kMiB));
+  EXPECT_EQ(cudaMemset(second, 1, 8 * kMiB), cudaSuccess);
+  allocator.deallocate(second);
+  allocator.deallocate(first);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
+}
+
 TEST_F(CudacachePolicy, ASmallDeviceGetsSmallPages) {
   ASSERT_EQ(cudasim_set_capacity(0, 12 * kMiB), 0);  // a 20 MiB page would not fit
   DeviceAllocator allocator(0, options());

@@ -115,7 +115,8 @@ class FaultSweep : public testing::SimulatedDeviceTest,
                                                           {"address_free", c.address_free},
                                                           {"event_create", c.event_create},
                                                           {"event_record", c.event_record},
-                                                          {"event_query", c.event_query}};
+                                                          {"event_query", c.event_query},
+                                                          {"mem_get_info", c.mem_get_info}};
     return by_name.at(kind);
   }
 
@@ -143,10 +144,10 @@ class FaultSweep : public testing::SimulatedDeviceTest,
   }
 };
 
-const char* const kKinds[] = {"malloc",     "free",         "create",       "release",
-                              "map",        "unmap",        "set_access",   "synchronize",
-                              "reserve",    "address_free", "event_create", "event_record",
-                              "event_query"};
+const char* const kKinds[] = {"malloc",      "free",         "create",       "release",
+                              "map",         "unmap",        "set_access",   "synchronize",
+                              "reserve",     "address_free", "event_create", "event_record",
+                              "event_query", "mem_get_info"};
 
 TEST_P(FaultSweep, EveryFailedDeviceCallLeavesAConsistentAllocator) {
   // Memory the driver kept after earlier failed frees (also of other tests in this process)

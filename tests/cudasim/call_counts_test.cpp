@@ -26,7 +26,7 @@ std::string str(const cudasim_call_counts& c) {
       << " set_access=" << c.set_access << " synchronize=" << c.synchronize
       << " reserve=" << c.reserve << " address_free=" << c.address_free
       << " event_create=" << c.event_create << " event_record=" << c.event_record
-      << " event_query=" << c.event_query;
+      << " event_query=" << c.event_query << " mem_get_info=" << c.mem_get_info;
   return out.str();
 }
 
@@ -146,6 +146,28 @@ TEST_F(CallCounts, EventCallsSucceededOrFailed) {
   ASSERT_CUDA(cudaEventDestroy(e));
   ASSERT_CUDA(cudaStreamDestroy(s));
   EXPECT_EQ(counted(1), str({}));
+}
+
+// cudaMemGetInfo is a driver round trip an allocator may make to decide how to grow: counted
+// on the current device, failed ones too, and a failure can be injected like any other kind's.
+TEST_F(CallCounts, MemGetInfoIsCountedOnTheCurrentDeviceAndCanFail) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  EXPECT_EQ(cudaMemGetInfo(nullptr, &total_bytes), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  EXPECT_EQ(counted(0), str({.mem_get_info = 2}));
+  ASSERT_CUDA(cudaSetDevice(1));
+  ASSERT_EQ(cudasim_fail_nth_call(1, "mem_get_info", 2), 0);
+  ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  free_bytes = 7;
+  EXPECT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaErrorUnknown);
+  EXPECT_EQ(free_bytes, 7u);  // a failed call writes nothing
+  EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+  ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  EXPECT_EQ(counted(1), str({.mem_get_info = 3}));
+  EXPECT_EQ(counted(0), str({.mem_get_info = 2}));
+  ASSERT_CUDA(cudaSetDevice(0));
 }
 
 TEST_F(CallCounts, VmmSucceededOrFailed) {
@@ -304,13 +326,13 @@ TEST_F(CallCounts, ThreadCallTimeGrowsWithCountedCallsOnly) {
   CUdeviceptr base = 0;
   ASSERT_EQ(d.reserve(&base, kGranularity, 0, 0, 0), CUDA_SUCCESS);
 
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
   uint64_t before = cudasim_thread_call_ns();
   for (int i = 0; i < 10; ++i) {
     int device = -1;
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
     ASSERT_CUDA(cudaGetDevice(&device));
-    ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    ASSERT_CUDA(cudaDeviceGetAttribute(&device, cudaDevAttrMultiProcessorCount, 0));
     ASSERT_CUDA(cudaFree(nullptr));  // a free of NULL does nothing and is not counted
   }
   EXPECT_EQ(cudasim_thread_call_ns(), before);
@@ -328,6 +350,9 @@ TEST_F(CallCounts, ThreadCallTimeGrowsWithCountedCallsOnly) {
   void* q = nullptr;
   ASSERT_CUDA(cudaMalloc(&q, 4096));
   ASSERT_CUDA(cudaFree(q));
+  EXPECT_GT(cudasim_thread_call_ns(), before);
+  before = cudasim_thread_call_ns();
+  ASSERT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   EXPECT_GT(cudasim_thread_call_ns(), before);
   before = cudasim_thread_call_ns();
   CUmemGenericAllocationHandle h = 0;

@@ -105,12 +105,13 @@ TEST_F(Config, ReportIsOneLine) {
   EXPECT_EQ(run.output,
             "cudasim: mallocs=4 frees=3 maps=1 unmaps=1 in_use=1048576 peak=3145728"
             " calls: malloc=4 free=2 create=1 release=1 map=1 unmap=1 set_access=1"
-            " synchronize=1 reserve=1 address_free=1\n");
+            " synchronize=1 reserve=1 address_free=1 mem_get_info=0\n");
   // The first six fields are as before the call counts were added, in the same order.
   const std::regex format(
       "cudasim: mallocs=[0-9]+ frees=[0-9]+ maps=[0-9]+ unmaps=[0-9]+ in_use=[0-9]+ "
       "peak=[0-9]+ calls: malloc=[0-9]+ free=[0-9]+ create=[0-9]+ release=[0-9]+ map=[0-9]+ "
-      "unmap=[0-9]+ set_access=[0-9]+ synchronize=[0-9]+ reserve=[0-9]+ address_free=[0-9]+\n");
+      "unmap=[0-9]+ set_access=[0-9]+ synchronize=[0-9]+ reserve=[0-9]+ address_free=[0-9]+ "
+      "mem_get_info=[0-9]+\n");
   EXPECT_TRUE(std::regex_match(run.output, format)) << run.output;
 }
 
@@ -124,7 +125,7 @@ TEST_F(Config, ReportSumsDevices) {
             "malloc=0\n"
             "cudasim: mallocs=3 frees=3 maps=0 unmaps=0 in_use=0 peak=2097152"
             " calls: malloc=1 free=1 create=2 release=2 map=0 unmap=0 set_access=0"
-            " synchronize=0 reserve=0 address_free=0\n");
+            " synchronize=0 reserve=0 address_free=0 mem_get_info=0\n");
 }
 
 // CUDASIM_VMM=0: no device supports VMM; cudaMalloc works as usual.

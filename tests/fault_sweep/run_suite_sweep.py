@@ -46,7 +46,8 @@ NOT_SWEPT = {
 }
 DEFAULT_EXCLUDE = r"^(fault_sweep_test|cudasim_.*|history_replay_test|trace_fidelity_test)$"
 KNOWN_KINDS = ["malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
-               "reserve", "address_free", "event_create", "event_record", "event_query"]
+               "reserve", "address_free", "event_create", "event_record", "event_query",
+               "mem_get_info"]
 LEAK_LINE = re.compile(r"^fault-sweep: (\S+) left (\d+) bytes on device (\d+)$", re.M)
 
 

@@ -125,6 +125,21 @@ void measure_malloc(std::size_t bytes, int repetitions) {
   if (bytes == 2 * kMiB) row("synchronize", 0, sync_times);
 }
 
+// cudaMemGetInfo, which cudacache's policy reads to judge whether the device has room (costed
+// 10.1 us in tools/replay/device_call_costs.cpp).
+void measure_mem_get_info(int repetitions) {
+  std::vector<double> times;
+  for (int i = 0; i < repetitions * 10; ++i) {
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    const auto start = Clock::now();
+    const cudaError_t error = cudaMemGetInfo(&free_bytes, &total_bytes);
+    times.push_back(micros(start));
+    check(error == cudaSuccess, "cudaMemGetInfo");
+  }
+  row("mem_get_info", 0, times);
+}
+
 // What 8 cudaMallocs of `bytes` take from cudaMemGetInfo's free memory, per allocation.
 void measure_malloc_footprint(std::size_t bytes) {
   constexpr int kCount = 8;
@@ -222,6 +237,7 @@ int main(int argc, char** argv) {
   measure_malloc(20 * kMiB, repetitions);
   measure_pages(*backend, 2 * kMiB, repetitions);
   measure_pages(*backend, 20 * kMiB, repetitions);
+  measure_mem_get_info(repetitions);
   std::printf("device memory taken by one cudaMalloc (8 of each size, cudaMemGetInfo)\n");
   for (const std::size_t bytes :
        {std::size_t{512}, kMiB + 512, 2 * kMiB + 512, 20 * kMiB + 512, 100 * kMiB + 512}) {

@@ -284,7 +284,7 @@ TEST_F(Cli, TableShowsDeviceCallsAndTheirEstimatedTime) {
   EXPECT_NE(run.output.find("device calls by kind"), std::string::npos) << run.output;
   const std::size_t header = run.output.find(
       "malloc  free  create  release  map  unmap  set_access  synchronize  reserve  "
-      "address_free  total  est. time");
+      "address_free  mem_get_info  total  est. time");
   ASSERT_NE(header, std::string::npos) << run.output;
   // nocache: 2 cudaMalloc + 2 cudaFree, costed by the table.
   DeviceCalls nocache;
@@ -297,10 +297,10 @@ TEST_F(Cli, TableShowsDeviceCallsAndTheirEstimatedTime) {
   const std::string line = run.output.substr(row, run.output.find('\n', row) - row);
   std::istringstream cells(line);
   std::vector<std::string> words{std::istream_iterator<std::string>(cells), {}};
-  const std::vector<std::string> counts{"nocache", "2", "2", "0", "0", "0",
+  const std::vector<std::string> counts{"nocache", "2", "2", "0", "0", "0", "0",
                                         "0",       "0", "0", "0", "0", "4"};
   ASSERT_GT(words.size(), counts.size()) << line;
-  EXPECT_EQ(std::vector<std::string>(words.begin(), words.begin() + 12), counts) << line;
+  EXPECT_EQ(std::vector<std::string>(words.begin(), words.begin() + 13), counts) << line;
   EXPECT_NE(line.find(estimate), std::string::npos) << line << " / " << estimate;
 }
 

@@ -13,10 +13,11 @@
 namespace cudacache::replay {
 namespace {
 
-// The fields of cudasim_call_counts (tools/cudasim/include/cudasim.h), in order.
-const std::vector<std::string> kKinds{"malloc",  "free",        "create",     "release",
-                                      "map",     "unmap",       "set_access", "synchronize",
-                                      "reserve", "address_free"};
+// The fields of cudasim_call_counts (tools/cudasim/include/cudasim.h) but the event calls, in
+// order.
+const std::vector<std::string> kKinds{"malloc",  "free",         "create",      "release",
+                                      "map",     "unmap",        "set_access",  "synchronize",
+                                      "reserve", "address_free", "mem_get_info"};
 
 // As the README writes a figure: 230.76, 19, 1.45.
 std::string figure(double microseconds) {
@@ -43,6 +44,7 @@ TEST(DeviceCallCosts, EveryKindOnceInOrderWithASource) {
   EXPECT_DOUBLE_EQ(device_call_cost(DeviceCallKind::kMap).microseconds, 1.45);
   EXPECT_FALSE(device_call_cost(DeviceCallKind::kRelease).measured);
   EXPECT_FALSE(device_call_cost(DeviceCallKind::kMalloc).measured);
+  EXPECT_TRUE(device_call_cost(DeviceCallKind::kMemGetInfo).measured);
 }
 
 TEST(DeviceCallCosts, EstimateIsCallsWeightedByTheTable) {
@@ -55,7 +57,7 @@ TEST(DeviceCallCosts, EstimateIsCallsWeightedByTheTable) {
     calls[cost.kind] = count;
     expected_us += static_cast<double>(count) * cost.microseconds;
   }
-  EXPECT_EQ(calls.total(), 10u + 3u * 45u);
+  EXPECT_EQ(calls.total(), 11u + 3u * 55u);
   EXPECT_NEAR(calls.estimated_seconds(), expected_us * 1e-6, 1e-12);
 
   DeviceCalls mallocs;

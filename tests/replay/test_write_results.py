@@ -15,7 +15,7 @@ import unittest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 WRITE_RESULTS = REPO / "bench" / "replay" / "write_results.py"
 CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
-              "reserve", "address_free")
+              "reserve", "address_free", "mem_get_info")
 TINY_TRACE = ("op,id,size,stream\nalloc,0,2621440,0\nalloc,1,1048576,0\nfree,0,2621440,0\n"
               "free,1,1048576,0\n")
 
@@ -168,11 +168,11 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertIn("| trace | allocator | " + " | ".join(CALL_KINDS) +
                       " | total | est. time (ms) |", by_kind)
         self.assertEqual(table_row(by_kind, ["`alpha`", "nocache"])[2:],
-                         ["2", "2", "0", "0", "0", "0", "0", "0", "0", "0", "4", "0.490"])
+                         ["2", "2", "0", "0", "0", "0", "0", "0", "0", "0", "0", "4", "0.490"])
         self.assertEqual(table_row(by_kind, ["", "cub"])[2:],
-                         ["2", "1", "0", "0", "0", "0", "0", "0", "0", "0", "3", "0.476"])
+                         ["2", "1", "0", "0", "0", "0", "0", "0", "0", "0", "0", "3", "0.476"])
         self.assertEqual(table_row(by_kind, ["`beta`", "nocache"])[2:],
-                         ["5", "5", "0", "0", "0", "0", "0", "0", "0", "0", "10", "1.2"])
+                         ["5", "5", "0", "0", "0", "0", "0", "0", "0", "0", "0", "10", "1.2"])
 
     def test_summary_sums_calls_and_estimates(self):
         summary = section(self.render(), "## Per allocator")
@@ -185,7 +185,7 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertEqual(cub[5:7], ["12", "1.5"])
         by_kind = summary[summary.index("Device calls by kind, summed"):]
         self.assertEqual(table_row(by_kind, ["cub"])[1:],
-                         ["6", "5", "0", "0", "0", "0", "0", "1", "0", "0", "12", "1.5"])
+                         ["6", "5", "0", "0", "0", "0", "0", "1", "0", "0", "0", "12", "1.5"])
 
     def test_hand_written_section_is_kept(self):
         previous = "# old\n\n## What the table says\n\nWritten by a person.\n"
@@ -217,7 +217,7 @@ class WriteResultsFromJson(unittest.TestCase):
                     r["estimated_device_call_seconds"] = None
         markdown = self.render()
         by_kind = section(markdown, "## Device calls by kind")
-        self.assertEqual(table_row(by_kind, ["", "cub"])[2:], ["-"] * 12)
+        self.assertEqual(table_row(by_kind, ["", "cub"])[2:], ["-"] * 13)
         self.assertEqual(table_row(section(markdown, "## Per allocator"), ["cub"])[5:7],
                          ["-", "-"])
 
@@ -247,12 +247,12 @@ class WriteResultsFromTheTools(unittest.TestCase):
         self.assertEqual(completed.returncode, 0, completed.stderr)
         by_kind = section(completed.stdout, "## Device calls by kind")
         nocache = table_row(by_kind, ["`tiny`", "nocache"])
-        self.assertEqual(nocache[2:12], ["2", "2"] + ["0"] * 8)
-        self.assertEqual(nocache[12], "4")
+        self.assertEqual(nocache[2:13], ["2", "2"] + ["0"] * 9)
+        self.assertEqual(nocache[13], "4")
         cub = table_row(by_kind, ["", "cub"])
-        self.assertEqual(cub[2:13], ["2", "1"] + ["0"] * 8 + ["3"])
+        self.assertEqual(cub[2:14], ["2", "1"] + ["0"] * 9 + ["3"])
         estimate = replay["traces"][0]["results"][0]["estimated_device_call_seconds"]
-        self.assertEqual(nocache[13], f"{estimate * 1e3:.3f}")
+        self.assertEqual(nocache[14], f"{estimate * 1e3:.3f}")
 
 
 if __name__ == "__main__":

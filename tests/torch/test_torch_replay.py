@@ -22,7 +22,7 @@ TRACES = pathlib.Path(os.environ.get("CUDACACHE_TRACES_DIR", REPO.parent / "shar
 # pytorch_peak_reserved_from_first_alloc_bytes).
 # The keys of "device_calls": cudasim_call_counts' fields, in order.
 CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
-              "reserve", "address_free")
+              "reserve", "address_free", "mem_get_info")
 # The figures that cudacache's pytorch / pytorch-expandable and PyTorch's torch-native /
 # torch-expandable must agree on.
 SAME_POLICY_KEYS = ("peak_allocated_bytes", "peak_reserved_bytes", "device_peak_bytes",
@@ -139,12 +139,13 @@ class TorchReplayDriver(unittest.TestCase):
         self.assertEqual(native["device_mallocs"], 3)
         # Expandable: a reservation per pool, a 2 MiB and two 20 MiB chunks created, mapped and
         # made accessible as the segments grow; empty_cache synchronizes each segment, unmaps
-        # and releases every chunk and frees both reservations. cuMemCreate / cuMemRelease are
-        # also device_mallocs / device_frees.
+        # and releases every chunk and frees both reservations (sized from the device's
+        # properties, not cudaMemGetInfo). cuMemCreate / cuMemRelease are also device_mallocs /
+        # device_frees.
         self.assertEqual(expandable["device_calls"],
                          {"malloc": 0, "free": 0, "create": 3, "release": 3, "map": 3,
                           "unmap": 3, "set_access": 3, "synchronize": 2, "reserve": 2,
-                          "address_free": 2})
+                          "address_free": 2, "mem_get_info": 0})
         self.assertEqual(expandable["device_mallocs"], 3)
         self.assertEqual(expandable["device_frees"], 3)
         self.assertEqual(expandable["peak_reserved_bytes"], 42 * MiB)

@@ -26,8 +26,9 @@ enum class DeviceCallKind : std::size_t {
   kSynchronize,  // cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, ...
   kReserve,      // cuMemAddressReserve
   kAddressFree,  // cuMemAddressFree
+  kMemGetInfo,   // cudaMemGetInfo
 };
-inline constexpr std::size_t kDeviceCallKinds = 10;
+inline constexpr std::size_t kDeviceCallKinds = 11;
 
 struct DeviceCallCost {
   DeviceCallKind kind;

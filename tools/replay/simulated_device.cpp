@@ -55,6 +55,7 @@ std::optional<DeviceCalls> device_call_counts() {
   calls[DeviceCallKind::kSynchronize] = raw.synchronize;
   calls[DeviceCallKind::kReserve] = raw.reserve;
   calls[DeviceCallKind::kAddressFree] = raw.address_free;
+  calls[DeviceCallKind::kMemGetInfo] = raw.mem_get_info;
   return calls;
 }
 

@@ -52,15 +52,23 @@ DEFAULT_CAPACITY_HEADROOM = 8
 CUDASIM_LIBRARIES = ("libcudart.so.13", "libcuda.so.1", "libnvidia-ml.so.1")
 EXIT_NO_TORCH = 3
 RESULT_PREFIX = "@@TORCH_REPLAY@@"
-# PyTorch 2.15 on cudasim corrupts a Python object now and then after a CUDA out-of-memory
-# error (native and expandable alike; the cycle collector then crashes on it, see
-# replay_in_this_process). A replay is deterministic, so a child killed by a signal before
-# its result is run again, with a note on stderr; a crash in every attempt is an error.
+# A replay is deterministic, so a child killed by a signal before its result is run again,
+# with a note on stderr (its Python stack); a crash in every attempt is an error.
 CHILD_ATTEMPTS = 3
-# The fields of cudasim_call_counts (tools/cudasim/include/cudasim.h), in order; also the keys
-# of "device_calls", as cudacache-replay writes them.
+# The fields of cudasim_call_counts (tools/cudasim/include/cudasim.h), in order
+# (tests/replay/test_cudasim_mirrors.py checks them against the header).
+CUDASIM_CALL_COUNT_FIELDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access",
+                             "synchronize", "reserve", "address_free", "event_create",
+                             "event_record", "event_query", "mem_get_info")
+# The fields of cudasim_counters, in order.
+CUDASIM_COUNTER_FIELDS = ("mallocs", "frees", "maps", "unmaps", "in_use_bytes", "peak_bytes")
+# cudasim writes its whole struct; the buffers have room for fields a later cudasim adds at
+# the end, so that an older copy of this file never has memory written past a buffer.
+CUDASIM_BUFFER_FIELDS = 64
+# The keys of "device_calls", as cudacache-replay writes them: the device calls of
+# cudasim_call_counts (not the event calls).
 CALL_KINDS = ("malloc", "free", "create", "release", "map", "unmap", "set_access", "synchronize",
-              "reserve", "address_free")
+              "reserve", "address_free", "mem_get_info")
 
 
 class TraceError(ValueError):
@@ -132,46 +140,35 @@ def load_trace(path):
 def replay_in_this_process(trace_path, label):
     import ctypes
     import faulthandler
-    import gc
     import warnings
-    # PyTorch 2.15 on cudasim segfaults now and then when the cycle collector runs after a
-    # CUDA OutOfMemoryError (about 1 run in 6 of the min-capacity search; Python's faulthandler
-    # shows "Garbage-collecting": an object on its list was overwritten, with one thread
-    # running; the cause is not known). Tensors are freed by reference
-    # counting, which the collector does not change, so the figures are the same without it;
-    # the process leaves with os._exit once its result is out (see main). A child still dies
-    # now and then without the collector (seen in a full test run); the parent runs it again
-    # (CHILD_ATTEMPTS).
-    gc.disable()
     faulthandler.enable()  # a crash leaves the Python stack on stderr, for the parent's note
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     import torch
 
-    class Counters(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in
-                    ("mallocs", "frees", "maps", "unmaps", "in_use_bytes", "peak_bytes")]
-
-    class CallCounts(ctypes.Structure):  # cudasim_call_counts, field for field
-        _fields_ = [(n, ctypes.c_uint64) for n in CALL_KINDS]
+    # A buffer exactly the size of the fields named here once let cudasim write past it as
+    # cudasim_call_counts grew (3 fields, 24 bytes, into the next Python object: the cycle
+    # collector then crashed on it after some out-of-memory errors).
+    Buffer = ctypes.c_uint64 * CUDASIM_BUFFER_FIELDS
 
     cudasim = ctypes.CDLL("libcudart.so.13")  # the runtime already loaded: cudasim's
     if not hasattr(cudasim, "cudasim_get_counters"):
         raise RuntimeError("not running on cudasim (preload its libcudart.so.13)")
 
     def counters():
-        c = Counters()
-        if cudasim.cudasim_get_counters(0, ctypes.byref(c)) != 0:
+        raw = Buffer()
+        if cudasim.cudasim_get_counters(0, ctypes.byref(raw)) != 0:
             raise RuntimeError("cudasim_get_counters failed")
-        return c
+        return argparse.Namespace(**dict(zip(CUDASIM_COUNTER_FIELDS, raw)))
 
     def call_counts():
         """{kind: calls} since the last reset, or None when cudasim does not count them."""
         if not hasattr(cudasim, "cudasim_get_call_counts"):
             return None
-        c = CallCounts()
-        if cudasim.cudasim_get_call_counts(0, ctypes.byref(c)) != 0:
+        raw = Buffer()
+        if cudasim.cudasim_get_call_counts(0, ctypes.byref(raw)) != 0:
             raise RuntimeError("cudasim_get_call_counts failed")
-        return {kind: getattr(c, kind) for kind in CALL_KINDS}
+        fields = dict(zip(CUDASIM_CALL_COUNT_FIELDS, raw))
+        return {kind: fields[kind] for kind in CALL_KINDS}
 
     events, _ = load_trace(trace_path)
     torch.cuda.init()
@@ -378,9 +375,7 @@ def main(argv=None):
     try:
         if args.child:
             replay_in_this_process(args.trace, args.label or "torch-native")
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)  # no interpreter teardown: its final collection is the crash above
+            return 0
         load_trace(args.trace)  # a bad trace is exit 2 before anything starts
     except TraceError as error:
         print(f"torch_replay: {error}", file=sys.stderr)

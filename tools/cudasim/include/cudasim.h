@@ -28,7 +28,8 @@
  * CUDASIM_REPORT=1 prints, at exit, the counters summed over devices:
  *   cudasim: mallocs=N frees=N maps=N unmaps=N in_use=BYTES peak=BYTES calls: malloc=N free=N
  *   create=N release=N map=N unmap=N set_access=N synchronize=N reserve=N address_free=N
- * (one line; the fields after "calls:" are cudasim_call_counts).
+ *   mem_get_info=N
+ * (one line; the fields after "calls:" are cudasim_call_counts but the event calls).
  */
 #ifndef CUDASIM_H
 #define CUDASIM_H
@@ -88,6 +89,9 @@ typedef struct cudasim_call_counts {
   uint64_t event_create; /* cudaEventCreate, cudaEventCreateWithFlags */
   uint64_t event_record; /* cudaEventRecord, cudaEventRecordWithFlags */
   uint64_t event_query;  /* cudaEventQuery */
+  /* A query of the device's free memory: a driver round trip, as an allocator may make one
+   * to decide how to grow. */
+  uint64_t mem_get_info; /* cudaMemGetInfo */
 } cudasim_call_counts;
 
 CUDASIM_WEAK int cudasim_get_call_counts(int device, cudasim_call_counts* out);
@@ -111,7 +115,7 @@ CUDASIM_WEAK int cudasim_fail_nth_allocation(int device, int n);
 /* The nth call of one kind from now on (1 = the next one) on this device fails, once, before
  * doing anything: kind is a field name of cudasim_call_counts ("malloc", "free", "create",
  * "release", "map", "unmap", "set_access", "synchronize", "reserve", "address_free",
- * "event_create", "event_record", "event_query"). Calls
+ * "event_create", "event_record", "event_query", "mem_get_info"). Calls
  * that allocate (malloc, create, map, set_access, reserve) fail with out of memory
  * (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY), the others with an unknown error
  * (cudaErrorUnknown, CUDA_ERROR_UNKNOWN). The call is counted as usual. n = 0 cancels; one

@@ -118,7 +118,7 @@ Config load_config() {
     const char* expected =
         "KIND:N[@DEVICE], KIND one of malloc, free, create, release, map, "
         "unmap, set_access, synchronize, reserve, address_free, event_create, "
-        "event_record, event_query, N from 1, DEVICE an existing device";
+        "event_record, event_query, mem_get_info, N from 1, DEVICE an existing device";
     const NamedCallKind* named = nullptr;
     for (const NamedCallKind& candidate : kCallKinds) {
       if (kind == candidate.name) named = &candidate;

@@ -313,9 +313,13 @@ CUresult cuMemGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dpt
 }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
-  if (free == nullptr || total == nullptr) return finish(cudaErrorInvalidValue);
+  const CallClock clock;
   State& s = state();
   std::lock_guard lock(s.mutex);
+  if (count_call(s, -1, &cudasim_call_counts::mem_get_info)) {
+    return finish(injected_error(&cudasim_call_counts::mem_get_info));
+  }
+  if (free == nullptr || total == nullptr) return finish(cudaErrorInvalidValue);
   const Device& d = s.devices[static_cast<size_t>(current_device())];
   *total = d.capacity;
   *free = d.counters.in_use_bytes >= d.capacity ? 0 : d.capacity - d.counters.in_use_bytes;

@@ -60,16 +60,18 @@ __attribute__((destructor)) void report_at_exit() {
     calls.synchronize += d.calls.synchronize;
     calls.reserve += d.calls.reserve;
     calls.address_free += d.calls.address_free;
+    calls.mem_get_info += d.calls.mem_get_info;
   }
   std::fprintf(stderr,
                "cudasim: mallocs=%" PRIu64 " frees=%" PRIu64 " maps=%" PRIu64 " unmaps=%" PRIu64
                " in_use=%" PRIu64 " peak=%" PRIu64 " calls: malloc=%" PRIu64 " free=%" PRIu64
                " create=%" PRIu64 " release=%" PRIu64 " map=%" PRIu64 " unmap=%" PRIu64
                " set_access=%" PRIu64 " synchronize=%" PRIu64 " reserve=%" PRIu64
-               " address_free=%" PRIu64 "\n",
+               " address_free=%" PRIu64 " mem_get_info=%" PRIu64 "\n",
                total.mallocs, total.frees, total.maps, total.unmaps, s.total_in_use, s.total_peak,
                calls.malloc, calls.free, calls.create, calls.release, calls.map, calls.unmap,
-               calls.set_access, calls.synchronize, calls.reserve, calls.address_free);
+               calls.set_access, calls.synchronize, calls.reserve, calls.address_free,
+               calls.mem_get_info);
 }
 
 }  // namespace

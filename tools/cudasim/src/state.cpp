@@ -48,7 +48,7 @@ bool valid_device(const State& s, int device) {
   return device >= 0 && static_cast<size_t>(device) < s.devices.size();
 }
 
-const NamedCallKind kCallKinds[13] = {
+const NamedCallKind kCallKinds[14] = {
     {"malloc", &cudasim_call_counts::malloc},
     {"free", &cudasim_call_counts::free},
     {"create", &cudasim_call_counts::create},
@@ -62,6 +62,7 @@ const NamedCallKind kCallKinds[13] = {
     {"event_create", &cudasim_call_counts::event_create},
     {"event_record", &cudasim_call_counts::event_record},
     {"event_query", &cudasim_call_counts::event_query},
+    {"mem_get_info", &cudasim_call_counts::mem_get_info},
 };
 
 CallKind call_kind_named(const char* name) {

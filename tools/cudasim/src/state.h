@@ -186,7 +186,7 @@ struct NamedCallKind {
   const char* name;
   CallKind kind;
 };
-extern const NamedCallKind kCallKinds[13];
+extern const NamedCallKind kCallKinds[14];
 // The kind called `name`, or nullptr.
 CallKind call_kind_named(const char* name);
 [[nodiscard]] bool count_call(State& s, int device, CallKind kind);
