@@ -141,6 +141,27 @@ TEST_F(CudacachePolicy, ReadsTheDevicesFreeMemoryOncePerManyGrowths) {
   for (void* p : blocks) allocator.deallocate(p);
 }
 
+// Near the room's edge the estimate is in doubt (another user may have taken or given back
+// memory since the reading), so the device is read again; far from it, it is not.
+TEST_F(CudacachePolicy, ReadsTheDeviceAgainOnlyNearTheRoomsEdge) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{1} << 30), 0);  // room while 140 MiB are used
+  void* other = nullptr;
+  ASSERT_EQ(cudaMalloc(&other, 100 * kMiB), cudaSuccess);
+  DeviceAllocator allocator(0, options());
+  void* first = allocator.allocate(8 * kMiB, nullptr);  // read: 924 MiB free, a 20 MiB page
+  ASSERT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
+  ASSERT_EQ(cudaFree(other), cudaSuccess);  // given back: the estimate still says 904 MiB free
+  cudasim_call_counts before = sim_calls();
+  void* second = allocator.allocate(20 * kMiB, nullptr);  // 904 is within 32 MiB of 884
+  EXPECT_GE(sim_calls().mem_get_info, before.mem_get_info + 1);
+  EXPECT_EQ(sim_calls().create, before.create + 1);  // still room: one 20 MiB page
+  before = sim_calls();
+  void* third = allocator.allocate(20 * kMiB, nullptr);  // 984 MiB free on the new reading
+  EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
+  EXPECT_EQ(sim_calls().create, before.create + 1);
+  for (void* p : {first, second, third}) allocator.deallocate(p);
+}
+
 // The reading is followed by the allocator's own changes only: when another user has filled
 // the device since, the first page that cannot be created makes the next decision read the
 // device again, and the request is served in the 2 MiB pages that still fit.
