@@ -13,16 +13,30 @@
 //   kHeldPerMille of the most the program ever had in use, and only pages at least as large
 //   as one that would be created and no larger than what is missing (a move must save a
 //   create, and free memory left behind where a page lands is memory held twice).
-// - Without room, pages are 2 MiB (each can be moved again alone), and every free page that
-//   helps is moved before anything is created. When that is not enough, the out-of-memory
-//   ladder waits for pending frees and unmaps every whole free page as PyTorch does, but
-//   keeps the 2 MiB ones for the request instead of releasing them and creating new ones.
+// - Page sizes follow Note [Pages shrink as the device fills].
+// - Without room, every free page that helps is moved before anything is created. When that is
+//   not enough, the out-of-memory ladder waits for pending frees and unmaps every whole free
+//   page as PyTorch does, but keeps the 2 MiB ones for the request instead of releasing them
+//   and creating new ones.
 // - A move synchronizes each stream the pages leave once, not once per page.
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
 // So memory a program no longer uses goes where it is needed instead of being held, and a
 // steady loop, which finds its blocks free, makes no device call after its first step.
+//
+// Note [Pages shrink as the device fills]: a page that also holds a live block can strand all
+// of itself but that block (it can be neither moved nor released), so a large page is a risk
+// in proportion to the memory left, while each page created costs one cuMemCreate (about
+// 193 us) whatever its size. So a page in the large pool is at most
+// - with room: 1/kRoomPageDivisor of the memory this allocator may use (the device, or the
+//   per_process_memory_fraction cap): PyTorch's 20 MiB from 5 GiB on, less on a smaller
+//   device, where 20 MiB pages made early can strand a whole percent of it;
+// - without room: 1/kFreePageDivisor of the free memory left: 20 MiB while 40 GiB are free,
+//   shrinking as the device fills, down to 2 MiB (the granularity: a page that can be moved
+//   alone) when less than 4 GiB is free. A program filling the device thus needs a few
+//   thousand creates where 2 MiB pages all along would need one per 2 MiB.
+// The small pool's pages are always 2 MiB, as PyTorch's.
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. It is read once and then
@@ -52,19 +66,49 @@ constexpr std::size_t kRoomFree32nds = 27;
 // With room, pages are created while that keeps what is held within 1.08 x the most the
 // program ever used at once (peak active bytes); beyond it they are moved.
 constexpr std::size_t kHeldPerMille = 1080;
+// Note [Pages shrink as the device fills]: the largest page, as a fraction of the memory this
+// allocator may use (with room) or of the free memory left (without).
+constexpr std::size_t kRoomPageDivisor = 256;
+constexpr std::size_t kFreePageDivisor = 2048;
 // Note [Room without asking]: decisions taken on one reading of the device, at most; and how
 // close to the room's edge (in 32nds of the device) an estimate must be to read it again.
 constexpr unsigned kReadingUses = 64;
 constexpr std::size_t kDoubt32nds = 1;
 
-// Pages created while the device has room are PyTorch's (20 MiB in the large pool, so that a
-// growing range needs as few device calls as PyTorch's); without room, 2 MiB pages, which
-// can be moved again one by one.
-std::size_t growth_page(PoolKind pool, bool room) {
-  return pool == PoolKind::kLarge && room ? kLargePage : kSmallPage;
+// A page of at most `bytes` / `divisor`, in whole 2 MiB granules, from 2 to 20 MiB.
+std::size_t page_within(std::size_t bytes, std::size_t divisor) {
+  return std::clamp(bytes / divisor / kSmallPage * kSmallPage, kSmallPage, kLargePage);
 }
 
 }  // namespace
+
+std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
+  // See Note [Pages shrink as the device fills]. device_has_room() has just been asked: its
+  // reading is the device's last (invalid only when cudaMemGetInfo failed: no room then).
+  if (pool != PoolKind::kLarge || !device_reading_.valid) return kSmallPage;
+  return room ? page_within(memory_limit(), kRoomPageDivisor)
+              : page_within(estimated_available(), kFreePageDivisor);
+}
+
+std::size_t DeviceAllocator::memory_limit() const {
+  return std::min(device_reading_.total_bytes, allowed_maximum_);
+}
+
+std::size_t DeviceAllocator::bytes_held() const {
+  std::size_t held = reserved_total_;
+  for (const Page& page : moved_pages_) held += page.size;
+  return held;
+}
+
+std::size_t DeviceAllocator::estimated_available() const {
+  // The device's free memory now, as far as this allocator's own changes tell.
+  const DeviceReading& reading = device_reading_;
+  const std::size_t free_or_ours = reading.free_bytes + reading.held_bytes;
+  const std::size_t free_bytes =
+      std::min(reading.total_bytes, free_or_ours - std::min(bytes_held(), free_or_ours));
+  const std::size_t limit = memory_limit();
+  return std::min(free_bytes, limit - std::min(limit, reserved_total_));
+}
 
 Block* DeviceAllocator::most_free_growth_site(const Request& request) {
   // The place that needs the fewest new bytes (the largest free block to extend), so that a
@@ -102,8 +146,7 @@ bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, Address
 }
 
 bool DeviceAllocator::device_has_room(std::size_t bytes) {
-  std::size_t held = reserved_total_;
-  for (const Page& page : moved_pages_) held += page.size;
+  const std::size_t held = bytes_held();
   DeviceReading& reading = device_reading_;
   for (bool read = !reading.valid || reading.uses >= kReadingUses;; read = true) {
     if (read) {
@@ -115,13 +158,9 @@ bool DeviceAllocator::device_has_room(std::size_t bytes) {
       }
       reading = {true, free_bytes, total_bytes, held, 0};
     }
-    // The device's free memory now, as far as this allocator's own changes tell.
-    const std::size_t free_or_ours = reading.free_bytes + reading.held_bytes;
-    const std::size_t free_bytes =
-        std::min(reading.total_bytes, free_or_ours - std::min(held, free_or_ours));
-    const std::size_t limit = std::min(reading.total_bytes, allowed_maximum_);
+    const std::size_t limit = memory_limit();
     const std::size_t needed = bytes + limit / 32 * kRoomFree32nds;
-    const std::size_t available = std::min(free_bytes, limit - std::min(limit, reserved_total_));
+    const std::size_t available = estimated_available();
     const std::size_t doubt = read ? 0 : limit / 32 * kDoubt32nds;
     if (available >= needed + doubt || available + doubt < needed) {
       ++reading.uses;
@@ -154,7 +193,8 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
       static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
       peak_active_bytes_);
   if (room && (reserved_total_ + need) * 1000 <= active * kHeldPerMille) return;
-  const std::size_t page = growth_page(candidate->segment->pool, room);
+  // Without room, any page that helps is moved: what is missing, in 2 MiB granules.
+  const std::size_t page = room ? growth_page(candidate->segment->pool, room) : kSmallPage;
   need = std::min(round_up(need, page), stretch);
   // With room, a move must save a create: only pages at least as large as one are moved.
   const std::size_t smallest = room ? std::min(page, need) : 0;

@@ -1,12 +1,14 @@
 // cudacache's own policy (policy:cudacache, Note [Moving pages] in policy_cudacache.cpp):
-// pages are moved, not created, when the device is full; 2 MiB pages without room, PyTorch's
-// 20 MiB pages with room. The behaviours every configuration shares are in conformance_test.cpp.
+// pages are moved, not created, when the device is full; PyTorch's 20 MiB pages with room,
+// smaller ones as the device fills (Note [Pages shrink as the device fills]). The behaviours every configuration shares are in conformance_test.cpp.
 #include "test_support.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace cudacache {
@@ -57,7 +59,7 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
 // (cudasim; on a GPU the memory does not change). The range ran out under the request and the
 // allocator followed a null block. A range is never smaller than its request now.
 TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
-  ASSERT_EQ(cudasim_set_capacity(0, 512 * kMiB), 0);
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);  // large enough for 20 MiB pages
   const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
@@ -144,19 +146,20 @@ TEST_F(CudacachePolicy, ReadsTheDevicesFreeMemoryOncePerManyGrowths) {
 // Near the room's edge the estimate is in doubt (another user may have taken or given back
 // memory since the reading), so the device is read again; far from it, it is not.
 TEST_F(CudacachePolicy, ReadsTheDeviceAgainOnlyNearTheRoomsEdge) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{1} << 30), 0);  // room while 140 MiB are used
+  // Room while a growth leaves 6,912 MiB free; doubt within 256 MiB of that edge.
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
   void* other = nullptr;
-  ASSERT_EQ(cudaMalloc(&other, 100 * kMiB), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&other, 1000 * kMiB), cudaSuccess);
   DeviceAllocator allocator(0, options());
-  void* first = allocator.allocate(8 * kMiB, nullptr);  // read: 924 MiB free, a 20 MiB page
+  void* first = allocator.allocate(8 * kMiB, nullptr);  // read: 7,192 MiB free, a 20 MiB page
   ASSERT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(20 * kMiB));
-  ASSERT_EQ(cudaFree(other), cudaSuccess);  // given back: the estimate still says 904 MiB free
+  ASSERT_EQ(cudaFree(other), cudaSuccess);  // given back: the estimate still says 7,172 free
   cudasim_call_counts before = sim_calls();
-  void* second = allocator.allocate(20 * kMiB, nullptr);  // 904 is within 32 MiB of 884
+  void* second = allocator.allocate(20 * kMiB, nullptr);  // 7,172 is within 256 of 6,932
   EXPECT_GE(sim_calls().mem_get_info, before.mem_get_info + 1);
   EXPECT_EQ(sim_calls().create, before.create + 1);  // still room: one 20 MiB page
   before = sim_calls();
-  void* third = allocator.allocate(20 * kMiB, nullptr);  // 984 MiB free on the new reading
+  void* third = allocator.allocate(20 * kMiB, nullptr);  // 8,172 MiB free on the new reading
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   EXPECT_EQ(sim_calls().create, before.create + 1);
   for (void* p : {first, second, third}) allocator.deallocate(p);
@@ -166,7 +169,7 @@ TEST_F(CudacachePolicy, ReadsTheDeviceAgainOnlyNearTheRoomsEdge) {
 // the device since, the first page that cannot be created makes the next decision read the
 // device again, and the request is served in the 2 MiB pages that still fit.
 TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{1} << 30), 0);
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
   DeviceAllocator allocator(0, options());
   void* first = allocator.allocate(20 * kMiB, nullptr);  // read once: room, a 20 MiB page
   std::size_t free_bytes = 0;
@@ -184,6 +187,46 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   allocator.deallocate(second);
   allocator.deallocate(first);
   ASSERT_EQ(cudaFree(other), cudaSuccess);
+}
+
+// A page holding a live block strands what else it holds: pages made with room are at most
+// 1/256 of the memory the allocator may use (the device, or per_process_memory_fraction's cap),
+// so 20 MiB from 5 GiB on and less below.
+TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
+  for (const auto& [fraction, page] :
+       {std::pair{"1", 20 * kMiB}, std::pair{"0.25", 16 * kMiB}, std::pair{"0.125", 8 * kMiB},
+        std::pair{"0.03", 2 * kMiB}}) {
+    SCOPED_TRACE(fraction);
+    DeviceAllocator allocator(
+        0, Options(std::string("policy:cudacache,per_process_memory_fraction:") + fraction));
+    const cudasim_call_counts before = sim_calls();
+    void* p = allocator.allocate(1 * kMiB + 1, nullptr);  // large pool: one page, with room
+    EXPECT_EQ(sim_calls().create, before.create + 1);
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(page));
+    allocator.deallocate(p);
+  }
+}
+
+// Without room, pages are at most 1/2048 of the free memory left: 20 MiB while 40 GiB are
+// free, 2 MiB below 4 GiB.
+TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);  // room: 54 GiB left free
+  for (const auto& [free_gib, page] : {std::pair{std::size_t{48}, 20 * kMiB},
+                                       std::pair{std::size_t{24}, 12 * kMiB},
+                                       std::pair{std::size_t{3}, 2 * kMiB}}) {
+    SCOPED_TRACE(free_gib);
+    void* other = nullptr;  // another user of the device
+    ASSERT_EQ(cudaMalloc(&other, (std::size_t{64} - free_gib) << 30), cudaSuccess);
+    DeviceAllocator allocator(0, options());
+    const cudasim_call_counts before = sim_calls();
+    void* p = allocator.allocate(1 * kMiB + 1, nullptr);  // large pool: one page
+    EXPECT_EQ(sim_calls().create, before.create + 1);
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(page));
+    allocator.deallocate(p);
+    allocator.empty_cache();
+    ASSERT_EQ(cudaFree(other), cudaSuccess);
+  }
 }
 
 TEST_F(CudacachePolicy, ASmallDeviceGetsSmallPages) {
