@@ -1,6 +1,7 @@
 // cudacache's own policy (policy:cudacache, Note [Moving pages] in policy_cudacache.cpp):
 // pages are moved, not created, when the device is full; PyTorch's 20 MiB pages with room,
-// smaller ones as the device fills (Note [Pages shrink as the device fills]). The behaviours every configuration shares are in conformance_test.cpp.
+// smaller ones as the device fills (Note [Pages shrink as the device fills]). The behaviours every
+// configuration shares are in conformance_test.cpp.
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -194,9 +195,8 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
 // so 20 MiB from 5 GiB on and less below.
 TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
-  for (const auto& [fraction, page] :
-       {std::pair{"1", 20 * kMiB}, std::pair{"0.25", 16 * kMiB}, std::pair{"0.125", 8 * kMiB},
-        std::pair{"0.03", 2 * kMiB}}) {
+  for (const auto& [fraction, page] : {std::pair{"1", 20 * kMiB}, std::pair{"0.25", 16 * kMiB},
+                                       std::pair{"0.125", 8 * kMiB}, std::pair{"0.03", 2 * kMiB}}) {
     SCOPED_TRACE(fraction);
     DeviceAllocator allocator(
         0, Options(std::string("policy:cudacache,per_process_memory_fraction:") + fraction));
@@ -212,9 +212,9 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
 // free, 2 MiB below 4 GiB.
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);  // room: 54 GiB left free
-  for (const auto& [free_gib, page] : {std::pair{std::size_t{48}, 20 * kMiB},
-                                       std::pair{std::size_t{24}, 12 * kMiB},
-                                       std::pair{std::size_t{3}, 2 * kMiB}}) {
+  for (const auto& [free_gib, page] :
+       {std::pair{std::size_t{48}, 20 * kMiB}, std::pair{std::size_t{24}, 12 * kMiB},
+        std::pair{std::size_t{3}, 2 * kMiB}}) {
     SCOPED_TRACE(free_gib);
     void* other = nullptr;  // another user of the device
     ASSERT_EQ(cudaMalloc(&other, (std::size_t{64} - free_gib) << 30), cudaSuccess);
