@@ -178,6 +178,8 @@ class DeviceAllocator {
   // and what of it is free now, on the last reading of the device and the allocator's own
   // changes since (Note [Room without asking]).
   std::size_t memory_limit() const CUDACACHE_REQUIRES(mutex_);
+  // The device's memory size (device_total_bytes_, read once); 0 if it could not be read.
+  std::size_t device_memory() CUDACACHE_REQUIRES(mutex_);
   std::size_t estimated_available() const CUDACACHE_REQUIRES(mutex_);
   // Device memory this allocator holds: its mapped pages and the pages being moved.
   std::size_t bytes_held() const CUDACACHE_REQUIRES(mutex_);
@@ -235,14 +237,15 @@ class DeviceAllocator {
   std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);       // during one allocation only
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
-  // The device's memory as cudaMemGetInfo last said, and what this allocator held then
-  // (Note [Room without asking] in policy_cudacache.cpp).
+  // The device's memory as cudaMemGetInfo last said (or as assumed before the first reading),
+  // and what this allocator held then (Note [Room without asking] in policy_cudacache.cpp).
   struct DeviceReading {
     bool valid = false;
+    bool measured = false;  // read from the device (else assumed from its memory size)
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
     std::size_t held_bytes = 0;
-    unsigned uses = 0;  // decisions taken on it without reading again
+    unsigned decisions = 0;  // taken on it without reading again
   };
   DeviceReading device_reading_ CUDACACHE_GUARDED_BY(mutex_);
   // The device's memory size (its properties), read at the first range; 0 until then.

@@ -39,12 +39,15 @@
 // The small pool's pages are always 2 MiB, as PyTorch's.
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
-// round trip (about 10 us) that PyTorch makes only when out of memory. It is read once and then
-// followed by this allocator's own changes (what it holds: mapped pages and pages being moved),
-// so that a growing program asks about once per kReadingUses decisions instead of twice per
-// growth. The device is read again sooner when the answer is in doubt (the estimate within
-// 1/32 of the device of the room's edge: other processes may have taken or given back memory
-// since) and after a page could not be created (the device is fuller than the reading says).
+// round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when
+// the answer could change a decision. At first the device is assumed to be this allocator's
+// alone, as PyTorch assumes (its memory size, from the device's properties, read once); after
+// that, the last reading is followed by this allocator's own changes (what it holds: mapped
+// pages and pages being moved). An estimate that finds room is trusted: if other users hold
+// memory it does not know of, it makes PyTorch's choices (PyTorch's pages, no moves) until a
+// page cannot be created, which makes the next decision read the device. One that finds no
+// room is read again first when it is old (only assumed, or kReadingUses decisions old), since
+// other users may have given memory back. A program far from the limit never asks.
 #include "device_allocator.h"
 
 #include "device_api.h"
@@ -70,10 +73,8 @@ constexpr std::size_t kHeldPerMille = 1080;
 // allocator may use (with room) or of the free memory left (without).
 constexpr std::size_t kRoomPageDivisor = 256;
 constexpr std::size_t kFreePageDivisor = 2048;
-// Note [Room without asking]: decisions taken on one reading of the device, at most; and how
-// close to the room's edge (in 32nds of the device) an estimate must be to read it again.
+// Note [Room without asking]: decisions taken on one reading of the device before it is old.
 constexpr unsigned kReadingUses = 64;
-constexpr std::size_t kDoubt32nds = 1;
 
 // A page of at most `bytes` / `divisor`, in whole 2 MiB granules, from 2 to 20 MiB.
 std::size_t page_within(std::size_t bytes, std::size_t divisor) {
@@ -88,6 +89,15 @@ std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
   if (pool != PoolKind::kLarge || !device_reading_.valid) return kSmallPage;
   return room ? page_within(memory_limit(), kRoomPageDivisor)
               : page_within(estimated_available(), kFreePageDivisor);
+}
+
+std::size_t DeviceAllocator::device_memory() {
+  // Read once, from the device's properties, as PyTorch does (reserve_range() shares it).
+  if (device_total_bytes_ == 0 &&
+      device_api::total_memory(device_, &device_total_bytes_) != cudaSuccess) {
+    device_total_bytes_ = 0;
+  }
+  return device_total_bytes_;
 }
 
 std::size_t DeviceAllocator::memory_limit() const {
@@ -148,7 +158,12 @@ bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, Address
 bool DeviceAllocator::device_has_room(std::size_t bytes) {
   const std::size_t held = bytes_held();
   DeviceReading& reading = device_reading_;
-  for (bool read = !reading.valid || reading.uses >= kReadingUses;; read = true) {
+  if (reading.total_bytes == 0) {
+    // Never read yet: the device is assumed to be this allocator's alone.
+    const std::size_t total = device_memory();
+    if (total != 0) reading = {true, false, total - std::min(held, total), total, held, 0};
+  }
+  for (bool read = !reading.valid;; read = true) {
     if (read) {
       std::size_t free_bytes = 0;
       std::size_t total_bytes = 0;
@@ -156,15 +171,19 @@ bool DeviceAllocator::device_has_room(std::size_t bytes) {
         reading.valid = false;
         return false;
       }
-      reading = {true, free_bytes, total_bytes, held, 0};
+      reading = {true, true, free_bytes, total_bytes, held, 0};
     }
     const std::size_t limit = memory_limit();
     const std::size_t needed = bytes + limit / 32 * kRoomFree32nds;
     const std::size_t available = estimated_available();
-    const std::size_t doubt = read ? 0 : limit / 32 * kDoubt32nds;
-    if (available >= needed + doubt || available + doubt < needed) {
-      ++reading.uses;
-      return available >= needed;
+    const bool room = available >= needed;
+    // An old estimate (only assumed, or kReadingUses decisions old) that finds no room is read
+    // again first. One that finds room is not: if other users hold memory it does not know of,
+    // it makes PyTorch's choices (its pages, no moves) until a page cannot be created.
+    const bool old = !reading.measured || reading.decisions >= kReadingUses;
+    if (room || read || !old) {
+      ++reading.decisions;
+      return room;
     }
   }
 }
