@@ -174,12 +174,12 @@ class DeviceAllocator {
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);
+  // The device's memory size (device_total_bytes_, read once); 0 if it could not be read.
+  std::size_t device_memory() CUDACACHE_REQUIRES(mutex_);
   // The memory this allocator may use (the device, or the per_process_memory_fraction cap),
   // and what of it is free now, on the last reading of the device and the allocator's own
   // changes since (Note [Room without asking]).
   std::size_t memory_limit() const CUDACACHE_REQUIRES(mutex_);
-  // The device's memory size (device_total_bytes_, read once); 0 if it could not be read.
-  std::size_t device_memory() CUDACACHE_REQUIRES(mutex_);
   std::size_t estimated_available() const CUDACACHE_REQUIRES(mutex_);
   // Device memory this allocator holds: its mapped pages and the pages being moved.
   std::size_t bytes_held() const CUDACACHE_REQUIRES(mutex_);

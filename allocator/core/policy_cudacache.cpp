@@ -92,7 +92,8 @@ std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
 }
 
 std::size_t DeviceAllocator::device_memory() {
-  // Read once, from the device's properties, as PyTorch does (reserve_range() shares it).
+  // Read once, from the device's properties, as PyTorch does (reserve_range() sizes ranges
+  // from the same value).
   if (device_total_bytes_ == 0 &&
       device_api::total_memory(device_, &device_total_bytes_) != cudaSuccess) {
     device_total_bytes_ = 0;
