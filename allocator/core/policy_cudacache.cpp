@@ -32,10 +32,12 @@
 // - with room: 1/kRoomPageDivisor of the memory this allocator may use (the device, or the
 //   per_process_memory_fraction cap): PyTorch's 20 MiB from 5 GiB on, less on a smaller
 //   device, where 20 MiB pages made early can strand a whole percent of it;
-// - without room: 1/kFreePageDivisor of the free memory left: 20 MiB while 40 GiB are free,
-//   shrinking as the device fills, down to 2 MiB (the granularity: a page that can be moved
-//   alone) when less than 4 GiB is free. A program filling the device thus needs a few
-//   thousand creates where 2 MiB pages all along would need one per 2 MiB.
+// - without room: 1/kFreePageDivisor of the free memory left (20 MiB while 40 GiB are free),
+//   shrinking as the device fills, but never below 1/kDevicePageDivisor of the memory this
+//   allocator may use (nor 2 MiB, the granularity). A page then strands at most the same small
+//   part of any device, 1/4096: 20 MiB pages on an 80 GiB device, 2 MiB ones under 8 GiB.
+//   A program filling the device thus needs a few thousand creates where 2 MiB pages all
+//   along would need one per 2 MiB.
 // The small pool's pages are always 2 MiB, as PyTorch's.
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
@@ -70,9 +72,11 @@ constexpr std::size_t kRoomFree32nds = 27;
 // program ever used at once (peak active bytes); beyond it they are moved.
 constexpr std::size_t kHeldPerMille = 1080;
 // Note [Pages shrink as the device fills]: the largest page, as a fraction of the memory this
-// allocator may use (with room) or of the free memory left (without).
+// allocator may use (with room) or of the free memory left (without), and the smallest page
+// without room, as a fraction of the memory this allocator may use.
 constexpr std::size_t kRoomPageDivisor = 256;
 constexpr std::size_t kFreePageDivisor = 2048;
+constexpr std::size_t kDevicePageDivisor = 4096;
 // Note [Room without asking]: decisions taken on one reading of the device before it is old.
 constexpr unsigned kReadingUses = 64;
 
@@ -87,8 +91,9 @@ std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
   // See Note [Pages shrink as the device fills]. device_has_room() has just been asked: its
   // reading is the device's last (invalid only when cudaMemGetInfo failed: no room then).
   if (pool != PoolKind::kLarge || !device_reading_.valid) return kSmallPage;
-  return room ? page_within(memory_limit(), kRoomPageDivisor)
-              : page_within(estimated_available(), kFreePageDivisor);
+  if (room) return page_within(memory_limit(), kRoomPageDivisor);
+  return std::max(page_within(estimated_available(), kFreePageDivisor),
+                  page_within(memory_limit(), kDevicePageDivisor));
 }
 
 std::size_t DeviceAllocator::device_memory() {

@@ -212,18 +212,17 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
   }
 }
 
-// Without room, pages are at most 1/2048 of the free memory left: 20 MiB while 40 GiB are
-// free, less below. An 11 GiB request finds no room on a 64 GiB device (a growth must leave
-// 54 GiB free), so the device is read and the pages follow what another user left free.
+// Without room, pages are at most 1/2048 of the free memory left and at least 1/4096 of the
+// device (4 MiB here). A 3 GiB request finds no room on a 16 GiB device (a growth must leave
+// 13.5 GiB free), so the device is read and the pages follow what another user left free.
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
-  constexpr std::size_t kRequest = std::size_t{11} << 30;
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
+  constexpr std::size_t kRequest = std::size_t{3} << 30;
   for (const auto& [free_gib, page] :
-       {std::pair{std::size_t{48}, 20 * kMiB}, std::pair{std::size_t{24}, 12 * kMiB},
-        std::pair{std::size_t{12}, 6 * kMiB}}) {
+       {std::pair{std::size_t{12}, 6 * kMiB}, std::pair{std::size_t{6}, 4 * kMiB}}) {
     SCOPED_TRACE(free_gib);
     void* other = nullptr;
-    ASSERT_EQ(cudaMalloc(&other, (std::size_t{64} - free_gib) << 30), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&other, (std::size_t{16} - free_gib) << 30), cudaSuccess);
     DeviceAllocator allocator(0, options());
     const cudasim_call_counts before = sim_calls();
     void* p = allocator.allocate(kRequest, nullptr);
