@@ -141,6 +141,9 @@ class DeviceAllocator {
   // Where the request's range grows (the policy decides), or a new range; nullptr when full.
   Block* find_expandable_block(const Request& request) CUDACACHE_REQUIRES(mutex_);
   Block* reserve_range(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  // Reads device_total_bytes_ from the device's properties once, as PyTorch does; the error
+  // leaves it 0.
+  cudaError_t read_device_memory() CUDACACHE_REQUIRES(mutex_);
   bool map_block(Block* block, std::size_t size) CUDACACHE_REQUIRES(mutex_);
   // Maps the unmapped blocks of the chain from `candidate` until it holds `size` bytes.
   Block* map_chain(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
@@ -174,8 +177,6 @@ class DeviceAllocator {
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);
-  // The device's memory size (device_total_bytes_, read once); 0 if it could not be read.
-  std::size_t device_memory() CUDACACHE_REQUIRES(mutex_);
   // The memory this allocator may use (the device, or the per_process_memory_fraction cap),
   // and what of it is free now, on the last reading of the device and the allocator's own
   // changes since (Note [Room without asking]).
@@ -248,7 +249,8 @@ class DeviceAllocator {
     unsigned decisions = 0;  // taken on it without reading again
   };
   DeviceReading device_reading_ CUDACACHE_GUARDED_BY(mutex_);
-  // The device's memory size (its properties), read at the first range; 0 until then.
+  // The device's memory size (its properties), read once by read_device_memory() at the first
+  // range or room decision; 0 until then.
   std::size_t device_total_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   AllocationHistory history_ CUDACACHE_GUARDED_BY(mutex_);
   StackKind history_stacks_ CUDACACHE_GUARDED_BY(mutex_) = StackKind::kNone;

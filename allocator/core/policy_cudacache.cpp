@@ -96,16 +96,6 @@ std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
                   page_within(memory_limit(), kDevicePageDivisor));
 }
 
-std::size_t DeviceAllocator::device_memory() {
-  // Read once, from the device's properties, as PyTorch does (reserve_range() sizes ranges
-  // from the same value).
-  if (device_total_bytes_ == 0 &&
-      device_api::total_memory(device_, &device_total_bytes_) != cudaSuccess) {
-    device_total_bytes_ = 0;
-  }
-  return device_total_bytes_;
-}
-
 std::size_t DeviceAllocator::memory_limit() const {
   return std::min(device_reading_.total_bytes, allowed_maximum_);
 }
@@ -162,12 +152,12 @@ bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, Address
 }
 
 bool DeviceAllocator::device_has_room(std::size_t bytes) {
-  const std::size_t held = bytes_held();
   DeviceReading& reading = device_reading_;
-  if (reading.total_bytes == 0) {
+  if (reading.total_bytes == 0 && read_device_memory() == cudaSuccess) {
     // Never read yet: the device is assumed to be this allocator's alone.
-    const std::size_t total = device_memory();
-    if (total != 0) reading = {true, false, total - std::min(held, total), total, held, 0};
+    const std::size_t total = device_total_bytes_;
+    const std::size_t held = bytes_held();
+    reading = {true, false, total - std::min(held, total), total, held, 0};
   }
   for (bool read = !reading.valid;; read = true) {
     if (read) {
@@ -177,7 +167,7 @@ bool DeviceAllocator::device_has_room(std::size_t bytes) {
         reading.valid = false;
         return false;
       }
-      reading = {true, true, free_bytes, total_bytes, held, 0};
+      reading = {true, true, free_bytes, total_bytes, bytes_held(), 0};
     }
     const std::size_t limit = memory_limit();
     const std::size_t needed = bytes + limit / 32 * kRoomFree32nds;

@@ -68,17 +68,21 @@ Block* DeviceAllocator::find_expandable_block(const Request& request) {
   return found != nullptr ? found : reserve_range(request);
 }
 
+cudaError_t DeviceAllocator::read_device_memory() {
+  if (device_total_bytes_ != 0) return cudaSuccess;
+  const cudaError_t error = device_api::total_memory(device_, &device_total_bytes_);
+  if (error != cudaSuccess) device_total_bytes_ = 0;
+  return error;
+}
+
 Block* DeviceAllocator::reserve_range(const Request& request) {
   BlockPool& pool = *request.pool;
   // A new range for this (stream, pool): 1 1/8 x the device's memory, in whole pages, and never
   // smaller than the request (the device may have grown since its memory was read; a request
   // larger than the range then ran past its end: found by fuzz_allocator_ops). The size is read
   // once, from the device's properties, as PyTorch does.
-  if (device_total_bytes_ == 0) {
-    if (const cudaError_t error = device_api::total_memory(device_, &device_total_bytes_);
-        error != cudaSuccess) {
-      report::cuda_error("cudaGetDeviceProperties", device_, error);
-    }
+  if (const cudaError_t error = read_device_memory(); error != cudaSuccess) {
+    report::cuda_error("cudaGetDeviceProperties", device_, error);
   }
   const std::size_t total_bytes = device_total_bytes_;
   const std::size_t page = pool.kind() == PoolKind::kSmall || policy_ == PlacementPolicy::kCudacache
