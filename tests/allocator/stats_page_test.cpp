@@ -28,14 +28,22 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 // This process's page goes to a directory of its own (read when the page is created, at the
 // first allocator of the process).
 const fs::path& page_directory() {
-  static const fs::path directory = [] {
+  // Never destroyed: the exit handler registered below runs after the destructors of statics
+  // initialized after its registration, this one included (a static path here was removed
+  // while destroyed: remove_all of whatever its freed memory then held).
+  static const fs::path& directory = *new fs::path([] {
     char name[] = "/tmp/cudacache-stats-page-test-XXXXXX";
     const char* made = ::mkdtemp(name);
     ::setenv("CUDACACHE_STATS_DIR", made != nullptr ? made : "/tmp", 1);
     // Registered before the publisher's own exit handler, so run after it removed the page.
-    if (made != nullptr) std::atexit([] { fs::remove_all(page_directory()); });
+    if (made != nullptr) {
+      std::atexit([] {
+        const std::string made_path = page_directory().string();
+        if (made_path.starts_with("/tmp/cudacache-stats-page-test-")) fs::remove_all(made_path);
+      });
+    }
     return fs::path(made != nullptr ? made : "/tmp");
-  }();
+  }());
   return directory;
 }
 const bool g_directory_set = !page_directory().empty();
