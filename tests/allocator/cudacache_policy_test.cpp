@@ -194,6 +194,25 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   ASSERT_EQ(cudaFree(other), cudaSuccess);
 }
 
+// Bad answer from the driver: a failed cudaMemGetInfo counts as no room (the request is still
+// served, its bytes intact) and the next decision reads the device again.
+TEST_F(CudacachePolicy, AFailedReadingOfTheDeviceIsNoRoomAndIsTriedAgain) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  ASSERT_EQ(cudasim_fail_nth_call(0, "mem_get_info", 1), 0);
+  const cudasim_call_counts before = sim_calls();
+  // 2 GiB leave less than 6,912 MiB of the assumed 8 GiB: no room, so the device is read. The
+  // first reading fails; the next decision reads 8 GiB free, still no room: 4 MiB pages
+  // (8 GiB / 2,048).
+  void* p = allocator.allocate(2048 * kMiB, nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 2);  // failed calls count too
+  EXPECT_EQ(sim_calls().create, before.create + 512);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(2048 * kMiB));
+  ASSERT_EQ(cudaMemset(p, 5, 2048 * kMiB), cudaSuccess);
+  allocator.deallocate(p);
+}
+
 // A page holding a live block strands what else it holds: pages made with room are at most
 // 1/256 of the memory the allocator may use (the device, or per_process_memory_fraction's cap),
 // so 20 MiB from 5 GiB on and less below.
