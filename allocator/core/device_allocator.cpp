@@ -219,6 +219,10 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
 }
 
 Block* DeviceAllocator::take_cached(const Request& request) {
+  return fit_own_pages(take_best_fit(request), request);
+}
+
+Block* DeviceAllocator::take_best_fit(const Request& request) {
   const FitRule rule =
       policy_ == PlacementPolicy::kPyTorchNative ? FitRule::kSmallest : FitRule::kLeastGrowable;
   return request.pool->take_best_fit(request.stream, request.size, options_.max_split_size(), rule);
@@ -251,7 +255,9 @@ void DeviceAllocator::release_cached_blocks(bool keep_pages) {
   std::vector<Page> kept;
   release_free_pages(keep_pages ? &kept : nullptr);
   std::vector<Page> released;
-  for (const Page& page : kept) (page.size <= kSmallPage ? moved_pages_ : released).push_back(page);
+  for (const Page& page : kept) {
+    (page.size <= kSmallPage || page.exclusive ? moved_pages_ : released).push_back(page);
+  }
   release_pages(*backend_, released);
 }
 void DeviceAllocator::process_events() {

@@ -118,14 +118,16 @@ class DeviceAllocator {
 
   // The composer (device_allocator.cpp): the ladder and what every policy shares.
   Block* find_or_create_block(Request& request) CUDACACHE_REQUIRES(mutex_);
-  // The cached block that serves the request, taken out of its pool (the policy's FitRule).
+  // The cached block that serves the request, taken out of its pool (the policy's FitRule;
+  // take_cached also cuts a page of one block at the request's end: fit_own_pages).
   Block* take_cached(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* take_best_fit(const Request& request) CUDACACHE_REQUIRES(mutex_);
   // New device memory for the request: a segment, or pages of an expandable segment.
   Block* grow(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
   // Waits for pending stream events, then returns every free segment, or with pages every
-  // whole free page: released; with `keep_pages` the 2 MiB ones are kept, unmapped, in
-  // moved_pages_, so that the request being served maps them again instead of creating pages
-  // (larger ones are released: the device makes 2 MiB pages of them as needed).
+  // whole free page: released; with `keep_pages` the 2 MiB ones and the pages of one block are
+  // kept, unmapped, in moved_pages_, so that the request being served maps them again instead of
+  // creating pages (other ones are released: the device makes smaller pages of them as needed).
   void release_cached_blocks(bool keep_pages = false) CUDACACHE_REQUIRES(mutex_);
 
   // PyTorch's native policy (policy_pytorch_native.cpp).
@@ -168,10 +170,33 @@ class DeviceAllocator {
   bool map_gathered_pages(Block* block, std::size_t size, AddressRange* mapped, bool* complete)
       CUDACACHE_REQUIRES(mutex_);
   // ... taking `need` bytes of pages (together no larger than `limit`), from moved_pages_
-  // first, created as pages of `page_size` for the rest (moved pages left over go back to the
-  // device first); false when the device is full (*pages has what was found).
-  bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
+  // first (a page of one block only where it ends within `whole`, the bytes before the granule
+  // that holds the block's end), created as pages of `page_size` for the rest (moved pages left
+  // over go back to the device first); false when the device is full (*pages has what was
+  // found).
+  bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size, std::size_t whole,
                   std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
+  // Pages of one block (pages_of_one_block.cpp, Note [Pages of one block]).
+  // A growth without room for a block of at least kOwnPageMinPages pages of the size it would
+  // otherwise create maps the granules before the block's end as pages of one block.
+  static constexpr std::size_t kOwnPageMinPages = 4;
+  // The bytes of a growth of `size` bytes (the block's end among them) that pages of one block
+  // map, when pages of `page` bytes would be created otherwise: 0 for a small block.
+  static std::size_t own_page_bytes(std::size_t size, std::size_t page);
+  // `block`, taken from its pool for `request`, or, when the request would end inside a page
+  // of one block, the best fit taken again after that page was cut at the request's end.
+  Block* fit_own_pages(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
+  // Replaces the page at [address, address + size) inside the free block `block` (in its pool)
+  // by new pages of the sizes in `parts` (zeros skipped), mapped from `address`; what they do
+  // not cover, or what the device cannot give, stays unmapped. False when nothing was unmapped.
+  bool cut_own_page(Block* block, std::uintptr_t address, std::size_t size,
+                    std::vector<std::size_t> parts) CUDACACHE_REQUIRES(mutex_);
+  // map_gathered_pages' pages while a page is cut: one new page per planned_pages_ entry.
+  bool create_planned_pages(std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
+  // A growth's `need` bytes without room: `whole` bytes of pages of one block (moved ones that
+  // fit, then one new page), then 2 MiB granules (moved, then new) for the block's end.
+  bool take_own_pages(std::size_t need, std::size_t whole, std::vector<Page>* pages)
+      CUDACACHE_REQUIRES(mutex_);
   // Whether a growth of `bytes` leaves the device room (Note [Room without asking]).
   bool device_has_room(std::size_t bytes) CUDACACHE_REQUIRES(mutex_);
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
@@ -236,6 +261,7 @@ class DeviceAllocator {
   std::size_t reserved_total_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
   std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);       // during one allocation only
+  std::vector<std::size_t> planned_pages_ CUDACACHE_GUARDED_BY(mutex_);  // while a page is cut
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   // The device's memory as cudaMemGetInfo last said (or as assumed before the first reading),

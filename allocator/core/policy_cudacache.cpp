@@ -57,6 +57,7 @@
 #include "size_policy.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace cudacache {
@@ -136,12 +137,25 @@ Block* DeviceAllocator::most_free_growth_site(const Request& request) {
 
 bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, AddressRange* mapped,
                                          bool* complete) {
-  // Room is judged for what a large page would map, so that a small device gets small pages.
-  const bool room = device_has_room(round_up(size, kLargePage));
-  const std::size_t page = growth_page(block->segment->pool, room);
-  const std::size_t need = std::min(block->size, round_up(size, page));
   std::vector<Page> pages;
-  *complete = take_pages(need, block->size, page, &pages);
+  if (!planned_pages_.empty()) {  // a page being cut (Note [Pages of one block])
+    *complete = create_planned_pages(&pages);
+  } else {
+    // Room is judged for what a large page would map, so that a small device gets small pages.
+    const bool room = device_has_room(round_up(size, kLargePage));
+    const std::size_t page = growth_page(block->segment->pool, room);
+    // The granules wholly before the block's end (`size` ends the block or runs to the end of
+    // this stretch).
+    const std::size_t whole = size / kSmallPage * kSmallPage;
+    const std::size_t own =
+        room || block->segment->pool != PoolKind::kLarge ? 0 : own_page_bytes(size, page);
+    if (own > 0) {
+      *complete = take_own_pages(std::min(block->size, round_up(size, kSmallPage)), own, &pages);
+    } else {
+      const std::size_t need = std::min(block->size, round_up(size, page));
+      *complete = take_pages(need, block->size, page, whole, &pages);
+    }
+  }
   if (pages.empty()) return false;
   const cudaError_t error = block->segment->expandable->map_pages(block->address, pages, mapped);
   if (error != cudaSuccess) {
@@ -202,6 +216,9 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     keep.push_back(block->next);
   }
   if (need == 0) return;
+  // A page of one block may move here only where it ends before the granule that holds the
+  // block's end (Note [Pages of one block]).
+  const std::size_t whole = need / kSmallPage * kSmallPage;
   const bool room = device_has_room(need);
   // With room, pages are moved only when creating would hold more than kHeldPerMille allows.
   const auto active = std::max<std::size_t>(
@@ -217,6 +234,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     Block* block;
     std::uintptr_t address;
     std::size_t size;
+    bool exclusive;
   };
   std::vector<Candidate> candidates;
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
@@ -225,7 +243,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
       for (const auto& [address, found] :
            block->segment->expandable->pages_inside(block->address, block->size)) {
         if (found.size <= stretch && found.size >= smallest) {
-          candidates.push_back({block, address, found.size});
+          candidates.push_back({block, address, found.size, found.exclusive});
         }
       }
     });
@@ -240,9 +258,24 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   for (const Candidate& found : candidates) {
     if (covered == need) break;
     if (found.size > need - covered) continue;
+    if (found.exclusive && covered + found.size > whole) continue;
     covered += found.size;
     chosen.push_back(found);
   }
+  // Without room, what is still missing may be cut off the end of a larger page of one block
+  // (Note [Pages of one block]): the smallest such page.
+  std::optional<Candidate> cut;
+  if (!room && covered < need) {
+    for (const Candidate& found : candidates) {
+      if (!found.exclusive || found.size <= need - covered) continue;
+      if (std::any_of(chosen.begin(), chosen.end(),
+                      [&](const Candidate& move) { return move.address == found.address; })) {
+        continue;  // moved whole already
+      }
+      if (!cut || found.size < cut->size) cut = found;
+    }
+  }
+  Segment* const cut_segment = cut ? cut->block->segment : nullptr;
   // Later pages of a block first: unmapping one keeps the block the part before it.
   std::sort(chosen.begin(), chosen.end(),
             [](const Candidate& a, const Candidate& b) { return a.address > b.address; });
@@ -261,13 +294,30 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
         std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end();
     unmap_block(move.block, move.address, move.size, &moved_pages_, done);
   }
+  if (cut) {
+    // The moves above may have split the page's block: find it again (its segment stays). The
+    // page goes back to the device first, so the two new pages always fit.
+    Block* block = cut_segment->head;
+    while (block != nullptr && block->address + block->size <= cut->address) block = block->next;
+    if (block == nullptr || !allocatable(block) || !block->mapped) return;
+    const std::size_t moved = need - covered;
+    if (!cut_own_page(block, cut->address, cut->size, {cut->size - moved})) return;
+    std::vector<Page> created;
+    const cudaError_t error = create_pages(*backend_, moved, moved, &created);
+    if (error == cudaSuccess) {
+      created.front().exclusive = moved > kSmallPage;
+      moved_pages_.push_back(created.front());
+    } else if (error != cudaErrorMemoryAllocation) {
+      report::cuda_error("cuMemCreate", device_, error);
+    }
+  }
 }
 
 bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
-                                 std::vector<Page>* pages) {
+                                 std::size_t whole, std::vector<Page>* pages) {
   std::size_t covered = 0;
   for (auto it = moved_pages_.begin(); it != moved_pages_.end() && covered < need;) {
-    if (covered + it->size > limit) {
+    if (covered + it->size > limit || (it->exclusive && covered + it->size > whole)) {
       ++it;
       continue;
     }

@@ -37,8 +37,9 @@ Block* DeviceAllocator::allocate_expandable(const Request& request) {
   // Pages moved for this request and not mapped stay in moved_pages_ for the next step of the
   // out-of-memory ladder; find_or_create_block releases what is left.
   Block* found = map_chain(candidate, request.size);
-  if (found != nullptr) request.pool->erase(found);
-  return found;
+  if (found == nullptr) return nullptr;
+  request.pool->erase(found);
+  return fit_own_pages(found, request);  // the growth may have merged with a free block after it
 }
 
 Block* DeviceAllocator::map_chain(Block* candidate, std::size_t size) {

@@ -40,6 +40,9 @@ struct AddressRange {
 struct Page {
   PageHandle handle = 0;
   std::size_t size = 0;
+  // A page of one block: it never holds a block and free memory beside it (cudacache's policy,
+  // Note [Pages of one block] in pages_of_one_block.cpp).
+  bool exclusive = false;
 };
 
 // Creates pages of `page_size` bytes (the last one smaller when bytes is not a multiple)

@@ -34,7 +34,10 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   {
     DeviceAllocator allocator(0, options());
     ASSERT_TRUE(allocator.expandable());
-    allocator.deallocate(allocator.allocate(60 * kMiB, other));  // no room: 30 pages of 2 MiB
+    // No room: 2 MiB pages, three per 6 MiB block (too small for a page of its own).
+    std::vector<void*> blocks;
+    for (int i = 0; i < 10; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
+    for (void* block : blocks) allocator.deallocate(block);
     cudasim_call_counts counts = sim_calls();
     EXPECT_EQ(counts.create, 30u);
     void* p = allocator.allocate(60 * kMiB, nullptr);  // the same pages, moved
@@ -76,37 +79,48 @@ TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
-// The out-of-memory ladder waits for pending frees; the 2 MiB pages it then unmaps are mapped
-// again where the request needs them, not released and created anew.
+// The out-of-memory ladder waits for pending frees; the 2 MiB pages and pages of one block it
+// then unmaps are mapped again where the request needs them, not released and created anew.
 TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {
   ASSERT_EQ(cudasim_set_capacity(0, 40 * kMiB), 0);  // no room: 2 MiB pages
   const ScopedStream side;
-  {
-    DeviceAllocator allocator(0, options());
-    void* a = allocator.allocate(30 * kMiB, nullptr);  // 15 pages
-    allocator.record_stream(a, side);
-    HeldStream held(side);
-    allocator.deallocate(a);  // pending on side: not free, its pages cannot move yet
-    // jthread: joined also when the allocation throws (the fault sweep fails its calls).
-    std::jthread releaser([&held] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      held.release();
-    });
-    void* b = allocator.allocate(30 * kMiB, nullptr);  // the ladder waits for side
-    releaser.join();
-    const cudasim_call_counts counts = sim_calls();
-    EXPECT_EQ(allocator.stats().num_alloc_retries, 1);
-    // a's 15 pages, 5 more of the 10 MiB left before the ladder (and a sixth the full device
-    // refused: cudasim counts failed calls); b maps 15 of the 20 pages the ladder unmapped and
-    // the other 5 go back to the device.
-    EXPECT_EQ(counts.create, 21u);
-    EXPECT_EQ(counts.release, 5u);
-    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(30 * kMiB));
-    EXPECT_EQ(sim_counters().in_use_bytes, 30 * kMiB);
-    ASSERT_EQ(cudaMemset(b, 1, 30 * kMiB), cudaSuccess);
-    allocator.deallocate(b);
+  for (const std::size_t block : {6 * kMiB, 30 * kMiB}) {
+    SCOPED_TRACE(block);
+    const cudasim_call_counts before = sim_calls();
+    {
+      DeviceAllocator allocator(0, options());
+      // Pending on side: not free, so their pages cannot move yet.
+      std::vector<void*> pending;
+      for (std::size_t bytes = 0; bytes < 30 * kMiB; bytes += block) {
+        pending.push_back(allocator.allocate(block, nullptr));
+        allocator.record_stream(pending.back(), side);
+      }
+      const cudasim_call_counts made = sim_calls();
+      HeldStream held(side);
+      // jthread: joined also when the allocation throws (the fault sweep fails its calls).
+      // Started before the frees: a failed event call makes a free wait for the device.
+      std::jthread releaser([&held] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        held.release();
+      });
+      for (void* p : pending) allocator.deallocate(p);
+      void* b = allocator.allocate(30 * kMiB, nullptr);  // the ladder waits for side
+      releaser.join();
+      const cudasim_call_counts counts = sim_calls();
+      EXPECT_EQ(allocator.stats().num_alloc_retries, 1);
+      // Before the ladder, b asks for one page of its own of 30 MiB, which the full device
+      // refuses (cudasim counts failed calls). After it, b maps the pages the ladder unmapped:
+      // nothing more is created or released.
+      EXPECT_EQ(made.create - before.create, block == 6 * kMiB ? 15u : 1u);
+      EXPECT_EQ(counts.create - made.create, 1u);
+      EXPECT_EQ(counts.release - before.release, 0u);
+      EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(30 * kMiB));
+      EXPECT_EQ(sim_counters().in_use_bytes, 30 * kMiB);
+      ASSERT_EQ(cudaMemset(b, 1, 30 * kMiB), cudaSuccess);
+      allocator.deallocate(b);
+    }
+    EXPECT_EQ(sim_counters().in_use_bytes, 0u);
   }
-  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
 TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
@@ -158,15 +172,16 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   EXPECT_EQ(sim_calls().create, before.create + 50);  // 20 MiB pages
   before = sim_calls();
   // Assumed 7,192 MiB free: no room, so the device is read: 5,144 MiB free, 2 MiB pages
-  // (Note [Pages shrink as the device fills]: 5,144 / 2,048 rounds down to one granule).
+  // (Note [Pages shrink as the device fills]: 5,144 / 2,048 rounds down to one granule), and
+  // one page of its own for a block of at least four of them (Note [Pages of one block]).
   void* second = allocator.allocate(400 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
-  EXPECT_EQ(sim_calls().create, before.create + 200);
+  EXPECT_EQ(sim_calls().create, before.create + 1);
   ASSERT_EQ(cudaFree(other), cudaSuccess);  // given back: the fresh reading does not know
   before = sim_calls();
-  void* third = allocator.allocate(20 * kMiB, nullptr);
+  void* third = allocator.allocate(6 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
-  EXPECT_EQ(sim_calls().create, before.create + 10);
+  EXPECT_EQ(sim_calls().create, before.create + 3);  // still 2 MiB pages
   for (void* p : {first, second, third}) allocator.deallocate(p);
 }
 
@@ -183,12 +198,12 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   void* other = nullptr;  // another user of the device leaves it 10 MiB
   ASSERT_EQ(cudaMalloc(&other, free_bytes - 10 * kMiB), cudaSuccess);
   const cudasim_call_counts before = sim_calls();
-  void* second = allocator.allocate(8 * kMiB, nullptr);
+  void* second = allocator.allocate(6 * kMiB, nullptr);
   const cudasim_call_counts after = sim_calls();
   EXPECT_GE(after.mem_get_info, before.mem_get_info + 1);
-  EXPECT_EQ(after.create, before.create + 5);  // the 20 MiB page that failed, four 2 MiB ones
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(28 * kMiB));
-  EXPECT_EQ(cudaMemset(second, 1, 8 * kMiB), cudaSuccess);
+  EXPECT_EQ(after.create, before.create + 4);  // the 20 MiB page that failed, three 2 MiB ones
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(26 * kMiB));
+  EXPECT_EQ(cudaMemset(second, 1, 6 * kMiB), cudaSuccess);
   allocator.deallocate(second);
   allocator.deallocate(first);
   ASSERT_EQ(cudaFree(other), cudaSuccess);
@@ -202,12 +217,12 @@ TEST_F(CudacachePolicy, AFailedReadingOfTheDeviceIsNoRoomAndIsTriedAgain) {
   ASSERT_EQ(cudasim_fail_nth_call(0, "mem_get_info", 1), 0);
   const cudasim_call_counts before = sim_calls();
   // 2 GiB leave less than 6,912 MiB of the assumed 8 GiB: no room, so the device is read. The
-  // first reading fails; the next decision reads 8 GiB free, still no room: 4 MiB pages
-  // (8 GiB / 2,048).
+  // first reading fails; the next decision reads 8 GiB free, still no room: one page of its own
+  // (Note [Pages of one block]).
   void* p = allocator.allocate(2048 * kMiB, nullptr);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 2);  // failed calls count too
-  EXPECT_EQ(sim_calls().create, before.create + 512);
+  EXPECT_EQ(sim_calls().create, before.create + 1);
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(2048 * kMiB));
   ASSERT_EQ(cudaMemset(p, 5, 2048 * kMiB), cudaSuccess);
   allocator.deallocate(p);
@@ -232,21 +247,27 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
 }
 
 // Without room, pages are at most 1/2048 of the free memory left and at least 1/4096 of the
-// device (4 MiB here). A 3 GiB request finds no room on a 16 GiB device (a growth must leave
-// 13.5 GiB free), so the device is read and the pages follow what another user left free.
+// device (4 MiB here). Another user leaves 12 or 6 GiB of a 16 GiB device free. A 3 GiB request
+// finds no room (a growth must leave 13.5 GiB free), so the device is read; once it is back,
+// a 14 MiB request finds none either and its pages follow what is left free. It spans fewer
+// than four of them: none of its own (Note [Pages of one block]).
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
-  constexpr std::size_t kRequest = std::size_t{3} << 30;
+  constexpr std::size_t kRequest = 14 * kMiB;
   for (const auto& [free_gib, page] :
        {std::pair{std::size_t{12}, 6 * kMiB}, std::pair{std::size_t{6}, 4 * kMiB}}) {
     SCOPED_TRACE(free_gib);
     void* other = nullptr;
     ASSERT_EQ(cudaMalloc(&other, (std::size_t{16} - free_gib) << 30), cudaSuccess);
     DeviceAllocator allocator(0, options());
-    const cudasim_call_counts before = sim_calls();
+    cudasim_call_counts before = sim_calls();
+    allocator.deallocate(allocator.allocate(std::size_t{3} << 30, nullptr));
+    EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
+    allocator.empty_cache();
+    before = sim_calls();
     void* p = allocator.allocate(kRequest, nullptr);
     const std::size_t pages = (kRequest + page - 1) / page;
-    EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
+    EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);  // the reading is fresh
     EXPECT_EQ(sim_calls().create, before.create + pages);
     EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(pages * page));
     allocator.deallocate(p);

@@ -1,0 +1,173 @@
+// Pages of one block: how cudacache's policy (policy_cudacache.cpp) backs a large block when the
+// device has no room.
+//
+// Note [Pages of one block]: a cuMemCreate costs about the same whatever the page's size (about
+// 193 us), so a program that fills the device in 2-20 MiB pages pays one create per page, where
+// PyTorch's expandable segments pay one per 20 MiB. A large page is only a risk when it holds a
+// block and free memory beside it (the free part can be neither moved nor released). So, without
+// room, in the large pool:
+// - A growth for a block of at least kOwnPageMinPages pages (of the size it would otherwise
+//   create) maps the granules wholly before the block's end as pages of one block (moved ones
+//   first, then a single new page) and the granule that holds the block's end as a 2 MiB page.
+// - A page of one block never holds more than one block. When a block would end inside one (a
+//   free block reused by a smaller request, a growth that merged with the free block after it),
+//   the page is cut there: unmapped, released and replaced by up to three pages, mapped where it
+//   was: the granules before the end granule (a page of one block), the end granule (2 MiB) and
+//   the rest (a page of one block). No memory changes hands, and no data moves (the page was
+//   free).
+// - A move that needs less than a free page of one block cuts off what it needs from the page's
+//   end (the page's block keeps its front, as with any move).
+// Pages of one block move whole like any page, and are never split by a fit. A training loop
+// reuses each page with a block of the same size, so it cuts nothing after its first step.
+// The cost: one unmap, one release and up to three creates per cut, paid only when memory is
+// reused by a block of another size while the device has no room.
+#include "device_allocator.h"
+
+#include "error_report.h"
+#include "size_policy.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <utility>
+
+namespace cudacache {
+namespace {
+
+// Rounds a page of one block may take for one request: each cut splits the page at the
+// request's end, so the next fit needs no cut there; a few rounds are for the fits that pick
+// another block with a page of one block at its end.
+constexpr int kMaxCutRounds = 8;
+
+}  // namespace
+
+std::size_t DeviceAllocator::own_page_bytes(std::size_t size, std::size_t page) {
+  const std::size_t whole = size / kSmallPage * kSmallPage;
+  return whole >= kOwnPageMinPages * page ? whole : 0;
+}
+
+Block* DeviceAllocator::fit_own_pages(Block* block, const Request& request) {
+  if (policy_ != PlacementPolicy::kCudacache) return block;
+  for (int round = 0; block != nullptr && round < kMaxCutRounds; ++round) {
+    if (block->segment->expandable == nullptr ||
+        !should_split(request.pool->kind(), block->size, request.size, options_.max_split_size(),
+                      /*expandable=*/true)) {
+      return block;  // served whole: every page under it is this block's alone
+    }
+    const std::uintptr_t end = block->address + request.size;
+    std::optional<std::pair<std::uintptr_t, Page>> cut;
+    for (const auto& [address, page] :
+         block->segment->expandable->pages_inside(block->address, block->size)) {
+      if (address >= end) break;
+      if (address + page.size > end && page.exclusive) cut = {address, page};
+    }
+    if (!cut) return block;
+    const auto [address, page] = *cut;
+    const std::size_t head = (end - address) / kSmallPage * kSmallPage;
+    const std::size_t granule = (end - address) % kSmallPage != 0 ? kSmallPage : 0;
+    request.pool->insert(block);
+    cut_own_page(block, address, page.size, {head, granule, page.size - head - granule});
+    block = take_best_fit(request);
+  }
+  return block;
+}
+
+bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::size_t size,
+                                   std::vector<std::size_t> parts) {
+  BlockPool& pool = pool_of(*block);
+  std::vector<Page> cut;
+  Block* unmapped = unmap_block(block, address, size, &cut);
+  release_pages(*backend_, cut);
+  if (unmapped == nullptr) return false;
+  if (unmapped->address < address) {  // it merged with an unmapped stretch before the page
+    pool.erase(unmapped);
+    Block* at = split_block(unmapped, address - unmapped->address, pool);
+    pool.insert(unmapped);
+    pool.insert(at);
+    unmapped = at;
+  }
+  parts.erase(std::remove(parts.begin(), parts.end(), std::size_t{0}), parts.end());
+  const std::size_t bytes = std::accumulate(parts.begin(), parts.end(), std::size_t{0});
+  if (bytes == 0) return true;
+  planned_pages_ = std::move(parts);
+  map_block(unmapped, bytes);  // a full device leaves the rest unmapped: the device has it
+  planned_pages_.clear();
+  return true;
+}
+
+bool DeviceAllocator::create_planned_pages(std::vector<Page>* pages) {
+  for (const std::size_t size : planned_pages_) {
+    std::vector<Page> created;
+    const cudaError_t error = create_pages(*backend_, size, size, &created);
+    if (error == cudaErrorMemoryAllocation) {
+      device_reading_.valid = false;  // the device is fuller than the last reading says
+      return false;
+    }
+    if (error != cudaSuccess) {
+      release_pages(*backend_, *pages);
+      pages->clear();
+      report::cuda_error("cuMemCreate", device_, error);
+    }
+    created.front().exclusive = size > kSmallPage;
+    pages->push_back(created.front());
+  }
+  return true;
+}
+
+bool DeviceAllocator::take_own_pages(std::size_t need, std::size_t whole,
+                                     std::vector<Page>* pages) {
+  // Moved pages larger than a granule go first, as far as they end within `whole`; 2 MiB ones
+  // after them. What is left over goes back to the device before anything is created.
+  std::sort(moved_pages_.begin(), moved_pages_.end(),
+            [](const Page& a, const Page& b) { return a.size > b.size; });
+  std::vector<Page> large;
+  std::vector<Page> granules;
+  std::vector<Page> left_over;
+  std::size_t large_bytes = 0;
+  std::size_t granule_bytes = 0;
+  for (const Page& page : moved_pages_) {
+    if (page.size > kSmallPage && large_bytes + page.size <= whole) {
+      large.push_back(page);
+      large_bytes += page.size;
+    } else if (page.size <= kSmallPage && large_bytes + granule_bytes + page.size <= need) {
+      granules.push_back(page);
+      granule_bytes += page.size;
+    } else {
+      left_over.push_back(page);
+    }
+  }
+  moved_pages_.clear();
+  release_pages(*backend_, left_over);
+  // One new page of one block for the rest of `whole`, 2 MiB granules for the end.
+  std::size_t new_large = whole - std::min(whole, large_bytes + granule_bytes);
+  if (new_large <= kSmallPage) new_large = 0;
+  const std::size_t new_granules = need - std::min(need, large_bytes + granule_bytes + new_large);
+  std::vector<Page> created_large;
+  std::vector<Page> created_granules;
+  cudaError_t error = create_pages(*backend_, new_large, new_large, &created_large);
+  if (error == cudaSuccess) {
+    error = create_pages(*backend_, new_granules, kSmallPage, &created_granules);
+  }
+  for (Page& page : created_large) page.exclusive = true;
+  pages->insert(pages->end(), large.begin(), large.end());
+  if (error == cudaErrorMemoryAllocation) {  // map what was moved; the device has the rest
+    release_pages(*backend_, created_large);
+    pages->insert(pages->end(), granules.begin(), granules.end());
+    device_reading_.valid = false;
+    return false;
+  }
+  if (error != cudaSuccess) {
+    for (const std::vector<Page>* group : {&created_large, &granules}) {
+      release_pages(*backend_, *group);
+    }
+    release_pages(*backend_, *pages);
+    pages->clear();
+    report::cuda_error("cuMemCreate", device_, error);
+  }
+  pages->insert(pages->end(), created_large.begin(), created_large.end());
+  pages->insert(pages->end(), granules.begin(), granules.end());
+  pages->insert(pages->end(), created_granules.begin(), created_granules.end());
+  return true;
+}
+
+}  // namespace cudacache

@@ -1,0 +1,145 @@
+// Pages of one block (Note [Pages of one block] in pages_of_one_block.cpp): without room, a large
+// block's granules before its end are one page of its own; such a page never holds a block and
+// free memory beside it, so it is cut where a smaller block ends, and a move takes what it needs
+// off its end.
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+using testing::reserved;
+using testing::ScopedStream;
+using testing::sim_calls;
+using testing::sim_counters;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class PagesOfOneBlock : public testing::SimulatedDeviceTest {
+ protected:
+  static Options options() { return Options("policy:cudacache"); }
+};
+
+// Every byte of [p, p + bytes) holds `value`.
+bool holds(const void* p, std::size_t bytes, unsigned char value) {
+  std::vector<unsigned char> host(bytes);
+  if (cudaMemcpy(host.data(), p, bytes, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+  for (unsigned char byte : host) {
+    if (byte != value) return false;
+  }
+  return true;
+}
+
+TEST_F(PagesOfOneBlock, ALargeBlockWithoutRoomGetsOnePageOfItsOwn) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);  // no room: 2 MiB pages otherwise
+  DeviceAllocator allocator(0, options());
+  cudasim_call_counts before = sim_calls();
+  void* small = allocator.allocate(6 * kMiB, nullptr);  // three pages: too small for its own
+  EXPECT_EQ(sim_calls().create, before.create + 3);
+  before = sim_calls();
+  void* large = allocator.allocate(61 * kMiB, nullptr);
+  // The 60 MiB before its end as one page, the granule that holds its end as another.
+  EXPECT_EQ(sim_calls().create, before.create + 2);
+  EXPECT_EQ(sim_calls().map, before.map + 2);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(68 * kMiB));
+  ASSERT_EQ(cudaMemset(large, 9, 61 * kMiB), cudaSuccess);
+  EXPECT_TRUE(holds(large, 61 * kMiB, 9));
+  allocator.deallocate(large);
+  allocator.deallocate(small);
+}
+
+// A smaller block reusing the memory cuts the page where it ends, so the rest stays whole free
+// pages: another stream then gets them moved instead of running out of memory (uncut, the page
+// would hold the block and 39 MiB nothing could use).
+TEST_F(PagesOfOneBlock, APageIsCutWhereASmallerBlockEndsSoTheRestCanMove) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    allocator.deallocate(allocator.allocate(61 * kMiB, nullptr));  // 60 MiB page + granule
+    const cudasim_call_counts before = sim_calls();
+    void* smaller = allocator.allocate(21 * kMiB, nullptr);
+    cudasim_call_counts counts = sim_calls();
+    // Unmapped, released, and replaced where it was by 20 MiB, the 2 MiB granule that holds
+    // the block's end, and the 38 MiB after it.
+    EXPECT_EQ(counts.unmap, before.unmap + 1);
+    EXPECT_EQ(counts.release, before.release + 1);
+    EXPECT_EQ(counts.create, before.create + 3);
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(62 * kMiB));
+    ASSERT_EQ(cudaMemset(smaller, 4, 21 * kMiB), cudaSuccess);
+
+    void* moved = allocator.allocate(40 * kMiB, other);  // the 38 MiB page and the granule
+    counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create + 3);  // nothing more created
+    EXPECT_EQ(counts.unmap, before.unmap + 3);
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(stats.num_ooms, 0);
+    EXPECT_EQ(stats.num_alloc_retries, 0);
+    EXPECT_LE(sim_counters().in_use_bytes, 64 * kMiB);
+    ASSERT_EQ(cudaMemset(moved, 5, 40 * kMiB), cudaSuccess);
+    EXPECT_TRUE(holds(smaller, 21 * kMiB, 4));  // the cut and the move left it alone
+    allocator.deallocate(moved);
+    allocator.deallocate(smaller);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
+// A move that needs less than a free page of one block takes it off the page's end: the page's
+// block keeps the front, which then serves a request of its size with no device call.
+TEST_F(PagesOfOneBlock, AMoveCutsWhatItNeedsOffTheEndOfALargerPage) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    allocator.deallocate(allocator.allocate(60 * kMiB, nullptr));  // one 60 MiB page
+    cudasim_call_counts before = sim_calls();
+    void* moved = allocator.allocate(20 * kMiB, other);  // 4 MiB left on the device
+    cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap + 1);
+    EXPECT_EQ(counts.release, before.release + 1);
+    EXPECT_EQ(counts.create, before.create + 2);  // 40 MiB mapped back, 20 MiB moved
+    EXPECT_EQ(allocator.stats().num_alloc_retries, 0);
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(60 * kMiB));
+    ASSERT_EQ(cudaMemset(moved, 2, 20 * kMiB), cudaSuccess);
+
+    before = sim_calls();
+    void* front = allocator.allocate(40 * kMiB, nullptr);
+    counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create);
+    EXPECT_EQ(counts.map, before.map);
+    ASSERT_EQ(cudaMemset(front, 3, 40 * kMiB), cudaSuccess);
+    EXPECT_TRUE(holds(moved, 20 * kMiB, 2));
+    allocator.deallocate(front);
+    allocator.deallocate(moved);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
+// A loop reuses each page with a block of the same size: nothing is cut or created after its
+// first step, also for sizes that do not end on a granule.
+TEST_F(PagesOfOneBlock, ASteadyLoopWithoutRoomMakesNoDeviceCallAfterItsFirstStep) {
+  ASSERT_EQ(cudasim_set_capacity(0, 256 * kMiB), 0);  // no room: a growth leaves < 216 MiB
+  DeviceAllocator allocator(0, options());
+  const std::size_t sizes[] = {50 * kMiB + kMiB / 2, 30 * kMiB + kMiB / 2, 70 * kMiB + kMiB / 2};
+  auto step = [&] {
+    std::vector<void*> blocks;
+    for (std::size_t size : sizes) blocks.push_back(allocator.allocate(size, nullptr));
+    for (void* block : blocks) allocator.deallocate(block);
+  };
+  step();
+  const cudasim_call_counts first = sim_calls();
+  EXPECT_LE(first.create, 6u);  // a page of its own and an end granule per block, at most
+  for (int i = 0; i < 4; ++i) step();
+  const cudasim_call_counts after = sim_calls();
+  EXPECT_EQ(after.create, first.create);
+  EXPECT_EQ(after.release, first.release);
+  EXPECT_EQ(after.map, first.map);
+  EXPECT_EQ(after.unmap, first.unmap);
+}
+
+}  // namespace
+}  // namespace cudacache
