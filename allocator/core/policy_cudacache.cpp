@@ -13,11 +13,12 @@
 //   kHeldPerMille of the most the program ever had in use, and only pages at least as large
 //   as one that would be created and no larger than what is missing (a move must save a
 //   create, and free memory left behind where a page lands is memory held twice).
-// - Page sizes follow Note [Pages shrink as the device fills].
+// - Page sizes follow Note [Pages shrink as the device fills]; without room a large block gets
+//   a page of its own (Note [Pages of one block] in pages_of_one_block.cpp).
 // - Without room, every free page that helps is moved before anything is created. When that is
 //   not enough, the out-of-memory ladder waits for pending frees and unmaps every whole free
-//   page as PyTorch does, but keeps the 2 MiB ones for the request instead of releasing them
-//   and creating new ones.
+//   page as PyTorch does, but keeps the 2 MiB ones and the pages of one block for the request
+//   instead of releasing them and creating new ones.
 // - A move synchronizes each stream the pages leave once, not once per page.
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
