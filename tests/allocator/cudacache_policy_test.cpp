@@ -171,8 +171,8 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   EXPECT_EQ(sim_calls().create, before.create + 50);  // 20 MiB pages
   before = sim_calls();
-  // Assumed 7,192 MiB free: no room, so the device is read: 5,144 MiB free, 2 MiB pages
-  // (Note [Pages shrink as the device fills]: 5,144 / 2,048 rounds down to one granule), and
+  // Assumed 7,192 MiB free: no room, so the device is read: 5,144 MiB free, 10 MiB pages
+  // (Note [Pages shrink as the device fills]: 5,144 / 512 rounds down to five granules), and
   // one page of its own for a block of at least four of them (Note [Pages of one block]).
   void* second = allocator.allocate(400 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
@@ -181,13 +181,16 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   before = sim_calls();
   void* third = allocator.allocate(6 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
-  EXPECT_EQ(sim_calls().create, before.create + 3);  // still 2 MiB pages
+  // One page of 8 MiB: 1/512 of the 4,744 MiB the reading leaves after the 1,400 MiB held
+  // since, not of the 6,144 MiB free now.
+  EXPECT_EQ(sim_calls().create, before.create + 1);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(1408 * kMiB));
   for (void* p : {first, second, third}) allocator.deallocate(p);
 }
 
 // The reading is followed by the allocator's own changes only: when another user has filled
 // the device since, the first page that cannot be created makes the next decision read the
-// device again, and the request is served in the 2 MiB pages that still fit.
+// device again, and the request is served in the small pages that still fit.
 TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
   DeviceAllocator allocator(0, options());
@@ -201,8 +204,10 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   void* second = allocator.allocate(6 * kMiB, nullptr);
   const cudasim_call_counts after = sim_calls();
   EXPECT_GE(after.mem_get_info, before.mem_get_info + 1);
-  EXPECT_EQ(after.create, before.create + 4);  // the 20 MiB page that failed, three 2 MiB ones
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(26 * kMiB));
+  // The 20 MiB page that failed, then two of the smallest pages without room (4 MiB: 1/2048 of
+  // the device).
+  EXPECT_EQ(after.create, before.create + 3);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(28 * kMiB));
   EXPECT_EQ(cudaMemset(second, 1, 6 * kMiB), cudaSuccess);
   allocator.deallocate(second);
   allocator.deallocate(first);
@@ -246,19 +251,21 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
   }
 }
 
-// Without room, pages are at most 1/2048 of the free memory left and at least 1/4096 of the
-// device (4 MiB here). Another user leaves 12 or 6 GiB of a 16 GiB device free. A 3 GiB request
-// finds no room (a growth must leave 13.5 GiB free), so the device is read; once it is back,
-// a 14 MiB request finds none either and its pages follow what is left free. It spans fewer
-// than four of them: none of its own (Note [Pages of one block]).
+// Without room, pages are at most 1/512 of the free memory left and at least 1/2048 of the
+// device (8 MiB here). Another user leaves 8,192, 5,120 or 3,584 MiB of a 16 GiB device free. A
+// 3 GiB request finds no room (a growth must leave 13.5 GiB free), so the device is read; once
+// it is back, a 14 MiB request finds none either and its pages follow what is left free (16 and
+// 10 MiB), down to the floor (8 MiB, where 3,584 / 512 would give 6). It spans fewer than four
+// of them: none of its own (Note [Pages of one block]).
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
   constexpr std::size_t kRequest = 14 * kMiB;
-  for (const auto& [free_gib, page] :
-       {std::pair{std::size_t{12}, 6 * kMiB}, std::pair{std::size_t{6}, 4 * kMiB}}) {
-    SCOPED_TRACE(free_gib);
+  for (const auto& [free_mib, page] : {std::pair{std::size_t{8192}, 16 * kMiB},
+                                       std::pair{std::size_t{5120}, 10 * kMiB},
+                                       std::pair{std::size_t{3584}, 8 * kMiB}}) {
+    SCOPED_TRACE(free_mib);
     void* other = nullptr;
-    ASSERT_EQ(cudaMalloc(&other, (std::size_t{16} - free_gib) << 30), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&other, (std::size_t{16} << 30) - free_mib * kMiB), cudaSuccess);
     DeviceAllocator allocator(0, options());
     cudasim_call_counts before = sim_calls();
     allocator.deallocate(allocator.allocate(std::size_t{3} << 30, nullptr));
