@@ -260,9 +260,9 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
   constexpr std::size_t kRequest = 14 * kMiB;
-  for (const auto& [free_mib, page] : {std::pair{std::size_t{8192}, 16 * kMiB},
-                                       std::pair{std::size_t{5120}, 10 * kMiB},
-                                       std::pair{std::size_t{3584}, 8 * kMiB}}) {
+  for (const auto& [free_mib, page] :
+       {std::pair{std::size_t{8192}, 16 * kMiB}, std::pair{std::size_t{5120}, 10 * kMiB},
+        std::pair{std::size_t{3584}, 8 * kMiB}}) {
     SCOPED_TRACE(free_mib);
     void* other = nullptr;
     ASSERT_EQ(cudaMalloc(&other, (std::size_t{16} << 30) - free_mib * kMiB), cudaSuccess);
