@@ -204,6 +204,9 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
     }
   } release_moved_pages{*this};
   if (Block* block = take_cached(request)) return block;
+  if (policy_ == PlacementPolicy::kCudacache) {
+    if (Block* block = grow_in_new_pages(request)) return block;  // Note [New pages first]
+  }
   const bool native = policy_ == PlacementPolicy::kPyTorchNative;
   if (native && options_.per_process_memory_fraction.is_set() &&
       options_.garbage_collection_threshold.value > 0.0) {

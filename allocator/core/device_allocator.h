@@ -160,6 +160,9 @@ class DeviceAllocator {
   void release_expandable_segment(Block* block) CUDACACHE_REQUIRES(mutex_);
 
   // cudacache's policy (policy_cudacache.cpp, Note [Moving pages]).
+  // Without room, a growth in new pages only, when the device can give them (Note [New pages
+  // first]); nullptr otherwise.
+  Block* grow_in_new_pages(Request& request) CUDACACHE_REQUIRES(mutex_);
   // The unmapped stretch whose growth needs the fewest new bytes, or nullptr.
   Block* most_free_growth_site(const Request& request) CUDACACHE_REQUIRES(mutex_);
   // Unmaps whole free pages elsewhere into moved_pages_ for the chain from `candidate` (when
@@ -262,6 +265,7 @@ class DeviceAllocator {
   std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
   std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);       // during one allocation only
   std::vector<std::size_t> planned_pages_ CUDACACHE_GUARDED_BY(mutex_);  // while a page is cut
+  bool new_pages_only_ CUDACACHE_GUARDED_BY(mutex_) = false;             // during grow_in_new_pages
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   // The device's memory as cudaMemGetInfo last said (or as assumed before the first reading),

@@ -15,16 +15,32 @@
 //   create, and free memory left behind where a page lands is memory held twice).
 // - Page sizes follow Note [Pages shrink as the device fills]; without room a large block gets
 //   a page of its own (Note [Pages of one block] in pages_of_one_block.cpp).
-// - Without room, every free page that helps is moved before anything is created. When that is
-//   not enough, the out-of-memory ladder waits for pending frees and unmaps every whole free
-//   page as PyTorch does, but keeps the 2 MiB ones and the pages of one block for the request
-//   instead of releasing them and creating new ones.
+// - Without room, a request gets new pages while the device has them (Note [New pages
+//   first]). When it has not, every free page that helps is moved; when that is not enough,
+//   the out-of-memory ladder waits for pending frees and unmaps every whole free page as
+//   PyTorch does, but keeps the 2 MiB ones and the pages of one block for the request instead
+//   of releasing them and creating new ones.
 // - A move synchronizes each stream the pages leave once, not once per page.
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
 // So memory a program no longer uses goes where it is needed instead of being held, and a
 // steady loop, which finds its blocks free, makes no device call after its first step.
+//
+// Note [New pages first]: without room, a request that no cached block serves gets new pages
+// while the device has them; free pages elsewhere are moved, and pages of one block cut to be
+// moved, only when it has not. A move is paid when it is made, while the memory it frees may
+// never be needed elsewhere: a program whose peak fits the device needs no move at all, and one
+// that reaches the limit needs only those made there. Moving early also scatters free memory:
+// each move leaves a hole, and each hole two granules that live blocks may share with free
+// memory. The growth is tried only when the last reading of the device says it can give the
+// request's bytes (a create that fails costs as much as one that does not); otherwise, or when
+// the device refuses, the request grows the usual way (moves, then the ladder). With room this
+// changes nothing: pages move by the rule of Note [Moving pages]. On a device of 1.02 x each
+// real trace's peak, the estimated call time of the 11 traces fell from 2,365 to 2,082 ms and
+// the geometric mean of the smallest device from 1.0047 to 1.0043 x the peak. Keeping a page of
+// one block whole (growing in new pages rather than cutting it for a request of at most half
+// its size) was measured too and not kept: 2,201 ms, 1.0046.
 //
 // Note [Pages shrink as the device fills]: a page that also holds a live block can strand all
 // of itself but that block (it can be neither moved nor released), so a large page is a risk
@@ -119,6 +135,17 @@ std::size_t DeviceAllocator::estimated_available() const {
       std::min(reading.total_bytes, free_or_ours - std::min(bytes_held(), free_or_ours));
   const std::size_t limit = memory_limit();
   return std::min(free_bytes, limit - std::min(limit, reserved_total_));
+}
+
+Block* DeviceAllocator::grow_in_new_pages(Request& request) {
+  // See Note [New pages first]. Tried only when the device can give the request's bytes, as far
+  // as its last reading tells: a create that fails costs as much as one that does not.
+  const std::size_t bytes = round_up(request.size, kSmallPage);
+  if (!device_has_room(bytes) && estimated_available() < bytes) return nullptr;
+  new_pages_only_ = true;
+  Block* block = grow(request, false);
+  new_pages_only_ = false;
+  return block;
 }
 
 Block* DeviceAllocator::most_free_growth_site(const Request& request) {
@@ -224,6 +251,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   // block's end (Note [Pages of one block]).
   const std::size_t whole = need / kSmallPage * kSmallPage;
   const bool room = device_has_room(need);
+  if (new_pages_only_ && !room) return;  // Note [New pages first]
   // With room, pages are moved only when creating would hold more than kHeldPerMille allows.
   const auto active = std::max<std::size_t>(
       static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,

@@ -58,6 +58,40 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Note [New pages first]: without room, a request gets new pages while the device has them, and
+// free pages elsewhere are moved only once it has not.
+TEST_F(CudacachePolicy, WithoutRoomNewPagesComeBeforeMovedOnes) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);  // no room: 2 MiB pages
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    std::vector<void*> blocks;
+    for (int i = 0; i < 3; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
+    for (void* block : blocks) allocator.deallocate(block);  // 18 MiB of free pages
+    cudasim_call_counts before = sim_calls();
+    void* first = allocator.allocate(6 * kMiB, nullptr);
+    cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create + 3);
+    EXPECT_EQ(counts.unmap, before.unmap);
+    void* second = allocator.allocate(76 * kMiB, nullptr);  // what the device has left
+    counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap);
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(100 * kMiB));
+    before = sim_calls();
+    void* third = allocator.allocate(18 * kMiB, nullptr);  // now the free pages move
+    counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create);
+    EXPECT_EQ(counts.unmap, before.unmap + 9);
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(stats.num_ooms, 0);
+    EXPECT_EQ(stats.num_alloc_retries, 0);
+    EXPECT_EQ(reserved(stats), static_cast<std::int64_t>(100 * kMiB));
+    ASSERT_EQ(cudaMemset(third, 3, 18 * kMiB), cudaSuccess);
+    for (void* p : {first, second, third}) allocator.deallocate(p);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // Found by fuzz_allocator_ops: a new range is sized from the device's memory (9/8 of it), but
 // pages moved from elsewhere can serve a request larger than that once the device has shrunk
 // (cudasim; on a GPU the memory does not change). The range ran out under the request and the
