@@ -139,9 +139,11 @@ std::size_t DeviceAllocator::estimated_available() const {
 
 Block* DeviceAllocator::grow_in_new_pages(Request& request) {
   // See Note [New pages first]. Tried only when the device can give the request's bytes, as far
-  // as its last reading tells: a create that fails costs as much as one that does not.
+  // as its last reading tells (a create that fails costs as much as one that does not); the
+  // device is read only when there is no reading yet or a create failed since.
   const std::size_t bytes = round_up(request.size, kSmallPage);
-  if (!device_has_room(bytes) && estimated_available() < bytes) return nullptr;
+  if (!device_reading_.valid) device_has_room(bytes);
+  if (estimated_available() < bytes) return nullptr;
   new_pages_only_ = true;
   Block* block = grow(request, false);
   new_pages_only_ = false;
