@@ -37,7 +37,7 @@
 // request's bytes (a create that fails costs as much as one that does not); otherwise, or when
 // the device refuses, the request grows the usual way (moves, then the ladder). With room this
 // changes nothing: pages move by the rule of Note [Moving pages]. On a device of 1.02 x each
-// real trace's peak, the estimated call time of the 11 traces fell from 2,365 to 2,082 ms and
+// real trace's peak, the estimated call time of the 11 traces fell from 2,365 to 2,081 ms and
 // the geometric mean of the smallest device from 1.0047 to 1.0043 x the peak. Keeping a page of
 // one block whole (growing in new pages rather than cutting it for a request of at most half
 // its size) was measured too and not kept: 2,201 ms, 1.0046.
