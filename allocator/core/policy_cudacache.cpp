@@ -144,10 +144,12 @@ Block* DeviceAllocator::grow_in_new_pages(Request& request) {
   const std::size_t bytes = round_up(request.size, kSmallPage);
   if (!device_reading_.valid) device_has_room(bytes);
   if (estimated_available() < bytes) return nullptr;
+  struct NewPagesOnly {  // also when the growth throws (a CUDA error)
+    bool& flag;
+    ~NewPagesOnly() { flag = false; }
+  } scope{new_pages_only_};
   new_pages_only_ = true;
-  Block* block = grow(request, false);
-  new_pages_only_ = false;
-  return block;
+  return grow(request, false);
 }
 
 Block* DeviceAllocator::most_free_growth_site(const Request& request) {

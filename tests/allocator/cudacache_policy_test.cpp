@@ -92,6 +92,29 @@ TEST_F(CudacachePolicy, WithoutRoomNewPagesComeBeforeMovedOnes) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Bad answer from the driver: a growth in new pages that fails with a CUDA error throws, and the
+// next request that needs moved pages still gets them (no out-of-memory ladder).
+TEST_F(CudacachePolicy, AFailedGrowthInNewPagesLeavesMovesOn) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    std::vector<void*> blocks;
+    for (int i = 0; i < 3; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
+    for (void* block : blocks) allocator.deallocate(block);  // 18 MiB of free pages
+    ASSERT_EQ(cudasim_fail_nth_call(0, "set_access", 1), 0);
+    EXPECT_ANY_THROW(allocator.allocate(6 * kMiB, nullptr));  // a growth in new pages
+    // More than the device has left (82 MiB): the free pages must move.
+    const cudasim_call_counts before = sim_calls();
+    void* p = allocator.allocate(90 * kMiB, nullptr);
+    EXPECT_EQ(sim_calls().unmap, before.unmap + 9);
+    EXPECT_EQ(allocator.stats().num_alloc_retries, 0);
+    ASSERT_EQ(cudaMemset(p, 1, 90 * kMiB), cudaSuccess);
+    allocator.deallocate(p);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // Found by fuzz_allocator_ops: a new range is sized from the device's memory (9/8 of it), but
 // pages moved from elsewhere can serve a request larger than that once the device has shrunk
 // (cudasim; on a GPU the memory does not change). The range ran out under the request and the
