@@ -696,10 +696,9 @@ std::size_t DeviceAllocator::free_in_partial_pages() const {
   for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
     pool->for_each_free([&](const Block* block) {
       bytes += block->size;
-      for (const auto& [address, page] :
-           block->segment->expandable->pages_inside(block->address, block->size)) {
-        bytes -= page.size;
-      }
+      block->segment->expandable->for_each_page_inside(
+          block->address, block->size,
+          [&](std::uintptr_t, const Page& page) { bytes -= page.size; });
     });
   }
   return bytes;

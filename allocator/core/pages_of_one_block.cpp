@@ -54,14 +54,13 @@ Block* DeviceAllocator::fit_own_pages(Block* block, const Request& request) {
                       /*expandable=*/true)) {
       return block;  // served whole: every page under it is this block's alone
     }
+    // The page of one block, wholly inside the free block, that the request would end inside.
     const std::uintptr_t end = block->address + request.size;
-    std::optional<std::pair<std::uintptr_t, Page>> cut;
-    for (const auto& [address, page] :
-         block->segment->expandable->pages_inside(block->address, block->size)) {
-      if (address >= end) break;
-      if (address + page.size > end && page.exclusive) cut = {address, page};
+    const auto cut = block->segment->expandable->page_across(end);
+    if (!cut || !cut->second.exclusive || cut->first < block->address ||
+        cut->first + cut->second.size > block->address + block->size) {
+      return block;
     }
-    if (!cut) return block;
     const auto [address, page] = *cut;
     const std::size_t head = (end - address) / kSmallPage * kSmallPage;
     const std::size_t granule = (end - address) % kSmallPage != 0 ? kSmallPage : 0;

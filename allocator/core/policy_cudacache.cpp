@@ -276,12 +276,12 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
     pool->for_each_free([&](Block* block) {
       if (std::find(keep.begin(), keep.end(), block) != keep.end()) return;
-      for (const auto& [address, found] :
-           block->segment->expandable->pages_inside(block->address, block->size)) {
-        if (found.size <= stretch && found.size >= smallest) {
-          candidates.push_back({block, address, found.size, found.exclusive});
-        }
-      }
+      block->segment->expandable->for_each_page_inside(
+          block->address, block->size, [&](std::uintptr_t address, const Page& found) {
+            if (found.size <= stretch && found.size >= smallest) {
+              candidates.push_back({block, address, found.size, found.exclusive});
+            }
+          });
     });
   }
   // The largest pages first, none larger than what is left: free memory a page would leave

@@ -134,14 +134,13 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
   return cudaSuccess;
 }
 
-std::vector<std::pair<std::uintptr_t, Page>> ExpandableSegment::pages_inside(
-    std::uintptr_t address, std::size_t size) const {
-  std::vector<std::pair<std::uintptr_t, Page>> inside;
-  for (auto it = pages_.lower_bound(address);
-       it != pages_.end() && it->first + it->second.size <= address + size; ++it) {
-    inside.emplace_back(it->first, it->second);
-  }
-  return inside;
+std::optional<std::pair<std::uintptr_t, Page>> ExpandableSegment::page_across(
+    std::uintptr_t point) const {
+  auto it = pages_.lower_bound(point);
+  if (it == pages_.begin()) return std::nullopt;
+  --it;  // the last page that starts before `point`
+  if (it->first + it->second.size <= point) return std::nullopt;
+  return *it;
 }
 
 cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -75,9 +76,18 @@ class ExpandableSegment {
   // cuMemSetAccess for them all. On an error nothing is mapped and the pages stay the caller's.
   cudaError_t map_pages(std::uintptr_t address, const std::vector<Page>& pages,
                         AddressRange* mapped);
-  // The mapped pages wholly inside [address, address + size), in address order.
-  std::vector<std::pair<std::uintptr_t, Page>> pages_inside(std::uintptr_t address,
-                                                            std::size_t size) const;
+  // Calls fn(page_address, page) for each mapped page wholly inside [address, address + size),
+  // in address order.
+  template <typename Fn>
+  void for_each_page_inside(std::uintptr_t address, std::size_t size, Fn&& fn) const {
+    for (auto it = pages_.lower_bound(address);
+         it != pages_.end() && it->first + it->second.size <= address + size; ++it) {
+      fn(it->first, it->second);
+    }
+  }
+  // The mapped page that starts before `point` and ends after it, if any (one lookup, for the
+  // allocation path).
+  std::optional<std::pair<std::uintptr_t, Page>> page_across(std::uintptr_t point) const;
   // Unmaps the pages wholly inside [address, address + size), after synchronizing the
   // segment's stream, and releases them, or hands them to *kept when it is not null.
   // *unmapped is the range unmapped (empty when no whole page lies inside, then no device call
