@@ -239,6 +239,29 @@ TEST_F(ExpandableSegments, TeardownGivesBackEveryPageAFailedCallDidNotKeep) {
   }
 }
 
+// page_across: the page strictly around a point, one lookup. A point on a page's first byte
+// belongs to no page "across" it; a point in an unmapped stretch or before every page finds none.
+TEST_F(ExpandableSegments, PageAcrossFindsOnlyThePageAroundAPoint) {
+  const std::unique_ptr<SegmentBackend> backend = make_segment_backend(0, true);
+  cudaError_t error = cudaSuccess;
+  const auto segment = ExpandableSegment::reserve(*backend, 2 * kMiB, 16, nullptr, &error);
+  ASSERT_NE(segment, nullptr);
+  const std::uintptr_t base = segment->base();
+  EXPECT_FALSE(segment->page_across(base + kMiB).has_value());  // nothing mapped yet
+  std::vector<Page> pages;
+  ASSERT_EQ(create_pages(*backend, 6 * kMiB, 6 * kMiB, &pages), cudaSuccess);
+  AddressRange mapped{};
+  ASSERT_EQ(segment->map_pages(base + 4 * kMiB, pages, &mapped), cudaSuccess);  // [4, 10) MiB
+  EXPECT_FALSE(segment->page_across(base + 2 * kMiB).has_value());              // before every page
+  EXPECT_FALSE(segment->page_across(base + 4 * kMiB).has_value());              // its first byte
+  const auto inside = segment->page_across(base + 7 * kMiB);
+  ASSERT_TRUE(inside.has_value());
+  EXPECT_EQ(inside->first, base + 4 * kMiB);
+  EXPECT_EQ(inside->second.size, 6 * kMiB);
+  EXPECT_FALSE(segment->page_across(base + 10 * kMiB).has_value());  // just past its end
+  EXPECT_FALSE(segment->page_across(base + 12 * kMiB).has_value());  // an unmapped stretch
+}
+
 TEST_F(ExpandableSegments, BackendOfAnotherDeviceIsRejected) {
   try {
     DeviceAllocator allocator(0, options(), nullptr, std::make_unique<MallocSegmentBackend>(1));
