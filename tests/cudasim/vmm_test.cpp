@@ -162,6 +162,68 @@ TEST_F(Vmm, CreateCountsAgainstCapacity) {
   EXPECT_EQ(counters().in_use_bytes, 0u);
 }
 
+// Physical memory is backed by one sparse file per device; what a release gives back is handed
+// out again, so a process that creates and releases pages out of order for hours (a benchmark)
+// does not run out of it. Two 16 TiB pages alive, the older one released and a new one created,
+// round after round: without reuse the third new page would find the file's 64 TiB used up.
+TEST_F(Vmm, ReleasedMemoryIsHandedOutAgain) {
+  constexpr size_t kHuge = size_t{16} << 40;  // nothing touched: only bookkeeping
+  ASSERT_EQ(cudasim_set_capacity(0, 3 * kHuge), 0);
+  const CUmemAllocationProp p = prop();
+  CUmemGenericAllocationHandle older = 0;
+  CUmemGenericAllocationHandle newer = 0;
+  ASSERT_EQ(d.create(&older, kHuge, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&newer, kHuge, &p, 0), CUDA_SUCCESS);
+  for (int round = 0; round < 8; ++round) {
+    ASSERT_EQ(d.release(older), CUDA_SUCCESS);
+    older = newer;
+    ASSERT_EQ(d.create(&newer, kHuge, &p, 0), CUDA_SUCCESS) << "round " << round;
+  }
+  ASSERT_EQ(d.release(older), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(newer), CUDA_SUCCESS);
+  EXPECT_EQ(counters().in_use_bytes, 0u);
+}
+
+// Pages created in the space of released ones never share memory with each other or with the
+// pages still alive beside them, and start zeroed like any new page.
+TEST_F(Vmm, PagesInReleasedSpaceDoNotOverlap) {
+  const CUmemAllocationProp p = prop();
+  CUmemGenericAllocationHandle wide = 0;
+  CUmemGenericAllocationHandle kept = 0;
+  ASSERT_EQ(d.create(&wide, 2 * kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&kept, kGranularity, &p, 0), CUDA_SUCCESS);
+  CUdeviceptr base = 0;
+  ASSERT_EQ(d.reserve(&base, 3 * kGranularity, 0, 0, 0), CUDA_SUCCESS);
+  const CUmemAccessDesc rw = access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  auto* bytes = reinterpret_cast<unsigned char*>(base);
+  ASSERT_EQ(d.map(base, 2 * kGranularity, 0, wide, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.set_access(base, 2 * kGranularity, &rw, 1), CUDA_SUCCESS);
+  std::memset(bytes, 0x5a, 2 * kGranularity);  // the released memory held data
+  ASSERT_EQ(d.unmap(base, 2 * kGranularity), CUDA_SUCCESS);
+  ASSERT_EQ(d.release(wide), CUDA_SUCCESS);
+  // Two pages in the released space, mapped with the live one: each keeps its own bytes.
+  CUmemGenericAllocationHandle low = 0;
+  CUmemGenericAllocationHandle high = 0;
+  ASSERT_EQ(d.create(&low, kGranularity, &p, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d.create(&high, kGranularity, &p, 0), CUDA_SUCCESS);
+  const CUmemGenericAllocationHandle pages[] = {low, high, kept};
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(d.map(base + i * kGranularity, kGranularity, 0, pages[i], 0), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(d.set_access(base, 3 * kGranularity, &rw, 1), CUDA_SUCCESS);
+  EXPECT_EQ(bytes[0], 0);  // zeroed, not the released page's 0x5a
+  EXPECT_EQ(bytes[2 * kGranularity - 1], 0);
+  for (size_t i = 0; i < 3; ++i) std::memset(bytes + i * kGranularity, int(i + 1), kGranularity);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(bytes[i * kGranularity], i + 1) << "page " << i;
+    EXPECT_EQ(bytes[(i + 1) * kGranularity - 1], i + 1) << "page " << i;
+  }
+  ASSERT_EQ(d.unmap(base, 3 * kGranularity), CUDA_SUCCESS);
+  for (const CUmemGenericAllocationHandle page : pages) ASSERT_EQ(d.release(page), CUDA_SUCCESS);
+  ASSERT_EQ(d.address_free(base, 3 * kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(counters().in_use_bytes, 0u);
+}
+
 TEST_F(Vmm, DeviceResetReleasesPhysicalMemory) {
   CUdeviceptr base = 0;
   CUmemGenericAllocationHandle h = 0;

@@ -115,8 +115,11 @@ struct Device {
   int fail_kind_countdown = 0;
   unsigned flags = 0;  // cudaSetDeviceFlags
   StreamId legacy_stream = 0;
-  int memfd = -1;  // backing store of cuMemCreate, created on first use
-  uint64_t memfd_next = 0;
+  int memfd = -1;           // backing store of cuMemCreate, created on first use
+  uint64_t memfd_next = 0;  // the memfd's offsets from here on were never handed out
+  // Released ranges below memfd_next (offset -> bytes, coalesced), reused first: a long-running
+  // process that creates and releases pages out of order never runs out of offsets.
+  std::map<uint64_t, uint64_t> memfd_holes;
   int primary_context_retains = 0;  // cuDevicePrimaryCtxRetain minus Release (driver.cpp)
   uint64_t peer_access = 0;         // bit p: cudaDeviceEnablePeerAccess(p) done (peer.cpp)
 };

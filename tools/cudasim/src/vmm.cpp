@@ -35,12 +35,60 @@ bool restore_reservation(uintptr_t ptr, size_t bytes) {
               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED;
 }
 
+// The memfd offset of `bytes` new bytes: the first released range that holds them, else the end
+// of what was handed out. False when the memfd is exhausted. Nothing is taken until take_offset.
+bool find_offset(const Device& d, uint64_t bytes, uint64_t* offset) {
+  for (const auto& [at, size] : d.memfd_holes) {
+    if (size >= bytes) {
+      *offset = at;
+      return true;
+    }
+  }
+  if (bytes > kMemfdBytes - d.memfd_next) return false;
+  *offset = d.memfd_next;
+  return true;
+}
+
+void take_offset(Device& d, uint64_t offset, uint64_t bytes) {
+  if (offset == d.memfd_next) {
+    d.memfd_next += bytes;
+    return;
+  }
+  const auto hole = d.memfd_holes.find(offset);
+  const uint64_t rest = hole->second - bytes;
+  d.memfd_holes.erase(hole);
+  if (rest > 0) d.memfd_holes.emplace(offset + bytes, rest);
+}
+
+// Returns [offset, offset + bytes) to the memfd: coalesced with the released ranges beside it,
+// and given back to the end when it reaches it.
+void return_offset(Device& d, uint64_t offset, uint64_t bytes) {
+  auto next = d.memfd_holes.lower_bound(offset);
+  if (next != d.memfd_holes.end() && offset + bytes == next->first) {
+    bytes += next->second;
+    next = d.memfd_holes.erase(next);
+  }
+  if (next != d.memfd_holes.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      offset = prev->first;
+      bytes += prev->second;
+      d.memfd_holes.erase(prev);
+    }
+  }
+  if (offset + bytes == d.memfd_next) {
+    d.memfd_next = offset;
+  } else {
+    d.memfd_holes.emplace(offset, bytes);
+  }
+}
+
 void free_physical(State& s, std::unordered_map<uint64_t, PhysicalAllocation>::iterator it) {
   const PhysicalAllocation& p = it->second;
   Device& d = s.devices[static_cast<size_t>(p.device)];
   fallocate(d.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(p.offset),
             static_cast<off_t>(p.bytes));
-  if (p.offset + p.bytes == d.memfd_next) d.memfd_next = p.offset;
+  return_offset(d, p.offset, p.bytes);
   credit(s, p.device, p.bytes);
   s.physical.erase(it);
 }
@@ -211,11 +259,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     }
     d.memfd = fd;
   }
-  if (size > kMemfdBytes - d.memfd_next) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t offset = 0;
+  if (!find_offset(d, size, &offset)) return CUDA_ERROR_OUT_OF_MEMORY;
   if (charge(s, device, size) != cudaSuccess) return CUDA_ERROR_OUT_OF_MEMORY;
+  take_offset(d, offset, size);
   const uint64_t id = s.next_physical++;
-  s.physical[id] = PhysicalAllocation{device, size, d.memfd_next, 0, false};
-  d.memfd_next += size;
+  s.physical[id] = PhysicalAllocation{device, size, offset, 0, false};
   ++d.counters.mallocs;
   *handle = id;
   return CUDA_SUCCESS;
