@@ -324,11 +324,25 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
       synchronized.push_back(stream);
     }
   }
-  for (const Candidate& move : chosen) {
-    const cudaStream_t stream = move.block->segment->expandable->stream();
+  // Adjacent pages of one block are unmapped in one go (one split of the block, one history
+  // event; still one cuMemUnmap per page), and kept last page first as if one by one.
+  for (std::size_t first = 0; first < chosen.size();) {
+    const Candidate& last = chosen[first];
+    std::uintptr_t start = last.address;
+    std::size_t end = first + 1;
+    while (end < chosen.size() && chosen[end].block == last.block &&
+           chosen[end].address + chosen[end].size == start) {
+      start = chosen[end].address;
+      ++end;
+    }
+    const cudaStream_t stream = last.block->segment->expandable->stream();
     const bool done =
         std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end();
-    unmap_block(move.block, move.address, move.size, &moved_pages_, done);
+    const std::size_t kept_before = moved_pages_.size();
+    unmap_block(last.block, start, last.address + last.size - start, &moved_pages_, done);
+    std::reverse(moved_pages_.begin() + static_cast<std::ptrdiff_t>(kept_before),
+                 moved_pages_.end());
+    first = end;
   }
   if (cut) {
     // The moves above may have split the page's block: find it again (its segment stays). The

@@ -50,6 +50,9 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
     const MemoryStats stats = allocator.stats();
     EXPECT_EQ(stats.num_ooms, 0);
     EXPECT_EQ(stats.num_alloc_retries, 0);  // no out-of-memory ladder was needed
+    // The freed blocks merged into one: its 30 adjacent pages leave in one unmap of the range
+    // (one cuMemUnmap per page, counted above).
+    EXPECT_EQ(stats.num_device_free, 1);
     EXPECT_EQ(reserved(stats), static_cast<std::int64_t>(60 * kMiB));
     EXPECT_EQ(sim_counters().in_use_bytes, 60 * kMiB);
     ASSERT_EQ(cudaMemset(p, 7, 60 * kMiB), cudaSuccess);  // mapped and accessible
