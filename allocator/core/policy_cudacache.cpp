@@ -52,12 +52,16 @@
 // - without room: 1/kFreePageDivisor of the free memory left (20 MiB while 10 GiB are free),
 //   shrinking as the device fills, but never below 1/kDevicePageDivisor of the memory this
 //   allocator may use (nor 2 MiB, the granularity). A page then strands at most the same small
-//   part of any device, 1/2048: 20 MiB pages on a 40 GiB device or larger, 2 MiB ones under
-//   4 GiB. A program filling the device thus needs a few thousand creates where 2 MiB pages
-//   all along would need one per 2 MiB. Pages that shrink sooner (1/2048 of the free memory,
-//   1/4096 of the device) needed about as much memory on the real traces (geometric mean
-//   1.0048 against 1.0047: less on three traces, by at most 0.2 %, more on one, by 0.4 %) and
-//   up to 2.5 times the call time on a device of 1.02 x their peak.
+//   part of any device, 1/1024: 20 MiB pages on a 20 GiB device or larger (so a GPU of today
+//   keeps PyTorch's pages), 2 MiB ones under 2 GiB. A program filling the device thus needs a
+//   few thousand creates where 2 MiB pages all along would need one per 2 MiB. Pages that
+//   shrink sooner (1/2048 of the free memory, 1/4096 of the device) needed about as much
+//   memory on the real traces (geometric mean 1.0048 against 1.0047: less on three traces, by
+//   at most 0.2 %, more on one, by 0.4 %) and up to 2.5 times the call time on a device of
+//   1.02 x their peak; a floor of 1/2048 of the device, 1.0043 against 1.0044 (less on
+//   `cs336_lm` and `cs336_medium`, by at most 0.07 %), and 2,081 ms of estimated call time
+//   over the 11 traces at 1.02 x against 1,903 (`cs336_medium` 467 against 384 ms, `cs336_lm`
+//   322 against 250).
 // The small pool's pages are always 2 MiB, as PyTorch's.
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
@@ -97,7 +101,7 @@ constexpr std::size_t kHeldPerMille = 1080;
 // without room, as a fraction of the memory this allocator may use.
 constexpr std::size_t kRoomPageDivisor = 256;
 constexpr std::size_t kFreePageDivisor = 512;
-constexpr std::size_t kDevicePageDivisor = 2048;
+constexpr std::size_t kDevicePageDivisor = 1024;
 // Note [Room without asking]: decisions taken on one reading of the device before it is old.
 constexpr unsigned kReadingUses = 64;
 

@@ -264,9 +264,9 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   void* second = allocator.allocate(6 * kMiB, nullptr);
   const cudasim_call_counts after = sim_calls();
   EXPECT_GE(after.mem_get_info, before.mem_get_info + 1);
-  // The 20 MiB page that failed, then two of the smallest pages without room (4 MiB: 1/2048 of
+  // The 20 MiB page that failed, then one of the smallest pages without room (8 MiB: 1/1024 of
   // the device).
-  EXPECT_EQ(after.create, before.create + 3);
+  EXPECT_EQ(after.create, before.create + 2);
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(28 * kMiB));
   EXPECT_EQ(cudaMemset(second, 1, 6 * kMiB), cudaSuccess);
   allocator.deallocate(second);
@@ -311,21 +311,22 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
   }
 }
 
-// Without room, pages are at most 1/512 of the free memory left and at least 1/2048 of the
-// device (8 MiB here). Another user leaves 8,192, 5,120 or 3,584 MiB of a 16 GiB device free. A
-// 3 GiB request finds no room (a growth must leave 13.5 GiB free), so the device is read; once
-// it is back, a 14 MiB request finds none either and its pages follow what is left free (16 and
-// 10 MiB), down to the floor (8 MiB, where 3,584 / 512 would give 6). It spans fewer than four
-// of them: none of its own (Note [Pages of one block]).
+// Without room, pages are at most 1/512 of the free memory left and at least 1/1024 of the
+// device (12 MiB here). Another user leaves 8,192, 7,168 or 5,120 MiB of a 12 GiB device free.
+// A 3 GiB request finds no room (a growth must leave 10.125 GiB free), so the device is read;
+// once it is back, a 14 MiB request finds none either and its pages follow what is left free
+// (16 and 14 MiB), down to the floor (12 MiB, where 5,120 / 512 would give 10). It spans fewer
+// than four of them: none of its own (Note [Pages of one block]).
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
+  constexpr std::size_t kDevice = std::size_t{12} << 30;
+  ASSERT_EQ(cudasim_set_capacity(0, kDevice), 0);
   constexpr std::size_t kRequest = 14 * kMiB;
   for (const auto& [free_mib, page] :
-       {std::pair{std::size_t{8192}, 16 * kMiB}, std::pair{std::size_t{5120}, 10 * kMiB},
-        std::pair{std::size_t{3584}, 8 * kMiB}}) {
+       {std::pair{std::size_t{8192}, 16 * kMiB}, std::pair{std::size_t{7168}, 14 * kMiB},
+        std::pair{std::size_t{5120}, 12 * kMiB}}) {
     SCOPED_TRACE(free_mib);
     void* other = nullptr;
-    ASSERT_EQ(cudaMalloc(&other, (std::size_t{16} << 30) - free_mib * kMiB), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&other, kDevice - free_mib * kMiB), cudaSuccess);
     DeviceAllocator allocator(0, options());
     cudasim_call_counts before = sim_calls();
     allocator.deallocate(allocator.allocate(std::size_t{3} << 30, nullptr));
