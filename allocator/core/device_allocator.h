@@ -277,6 +277,7 @@ class DeviceAllocator {
     std::size_t total_bytes = 0;
     std::size_t held_bytes = 0;
     unsigned decisions = 0;  // taken on it without reading again
+    unsigned lifetime = 0;   // decisions it serves before it is old (Note [Room without asking])
   };
   DeviceReading device_reading_ CUDACACHE_GUARDED_BY(mutex_);
   // The device's memory size (its properties), read once by read_device_memory() at the first

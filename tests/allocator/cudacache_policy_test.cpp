@@ -248,6 +248,23 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   for (void* p : {first, second, third}) allocator.deallocate(p);
 }
 
+// Note [Room without asking]: a reading that finds no room again serves twice as long as the one
+// before, so a program that stays near the limit asks a few times in all (after 64, 128, 256 ...
+// decisions), not once per 64 decisions: here 350 growths of one 20 MiB page each, about 700
+// decisions, ask 3 or 4 times instead of 11.
+TEST_F(CudacachePolicy, ReadingsThatKeepFindingNoRoomAreTakenLessOften) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  std::vector<void*> blocks{allocator.allocate(std::size_t{56} << 30, nullptr)};  // no room
+  const cudasim_call_counts before = sim_calls();
+  for (int i = 0; i < 350; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
+  const cudasim_call_counts after = sim_calls();
+  EXPECT_EQ(after.create, before.create + 350);            // one page per growth: 350 growths
+  EXPECT_GE(after.mem_get_info, before.mem_get_info + 2);  // still read again
+  EXPECT_LE(after.mem_get_info, before.mem_get_info + 5);
+  for (void* p : blocks) allocator.deallocate(p);
+}
+
 // The reading is followed by the allocator's own changes only: when another user has filled
 // the device since, the first page that cannot be created makes the next decision read the
 // device again, and the request is served in the small pages that still fit.
