@@ -251,7 +251,7 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
 // Note [Room without asking]: a reading that finds no room again serves twice as long as the one
 // before, so a program that stays near the limit asks a few times in all (after 64, 128, 256 ...
 // decisions), not once per 64 decisions: here 350 growths of one 20 MiB page each, about 700
-// decisions, ask 3 or 4 times instead of 11.
+// decisions, ask 3 times instead of 10.
 TEST_F(CudacachePolicy, ReadingsThatKeepFindingNoRoomAreTakenLessOften) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
   DeviceAllocator allocator(0, options());
