@@ -20,7 +20,8 @@
 //   the out-of-memory ladder waits for pending frees and unmaps every whole free page as
 //   PyTorch does, but keeps the 2 MiB ones and the pages of one block for the request instead
 //   of releasing them and creating new ones.
-// - A move synchronizes each stream the pages leave once, not once per page.
+// - A move synchronizes each stream the pages leave once, not once per page, and unmaps the
+//   adjacent pages of one free block as one range (one split, one segment_unmap event).
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
