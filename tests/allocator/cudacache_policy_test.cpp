@@ -265,6 +265,27 @@ TEST_F(CudacachePolicy, ReadingsThatKeepFindingNoRoomAreTakenLessOften) {
   for (void* p : blocks) allocator.deallocate(p);
 }
 
+// Once an estimate finds room again, the lifetime is back to 64 decisions: after the long-lived
+// readings above, the device is emptied (room, not read), and the first estimate without room
+// that follows, more than 64 decisions after the last reading, reads the device (a lifetime
+// kept at 512 would not).
+TEST_F(CudacachePolicy, RoomFoundAgainShortensTheReadingsLifetime) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  std::vector<void*> blocks{allocator.allocate(std::size_t{56} << 30, nullptr)};  // no room
+  for (int i = 0; i < 350; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
+  for (void* p : blocks) allocator.deallocate(p);
+  allocator.empty_cache();
+  cudasim_call_counts before = sim_calls();
+  void* small = allocator.allocate(20 * kMiB, nullptr);  // room: trusted, not read
+  EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
+  before = sim_calls();
+  void* large = allocator.allocate(std::size_t{56} << 30, nullptr);  // no room: read first
+  EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
+  allocator.deallocate(large);
+  allocator.deallocate(small);
+}
+
 // The reading is followed by the allocator's own changes only: when another user has filled
 // the device since, the first page that cannot be created makes the next decision read the
 // device again, and the request is served in the small pages that still fit.
