@@ -21,24 +21,70 @@ Block* BlockPool::smallest_fit(cudaStream_t stream, std::size_t size) const {
 }
 
 Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
-                                FitRule rule) {
+                                FitRule rule, Lifetime lifetime) {
   ++search_count_;
   Block key = search_key(stream, size);
   auto it = free_.lower_bound(&key);
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
-  while (rule == FitRule::kLeastGrowable) {
-    const auto next = std::next(it);
-    if (next == free_.end() || (*next)->stream != stream ||
-        growable_size(*next) >= growable_size(*it)) {
-      break;
+  if (lifetime != Lifetime::kUnknown) {
+    it = lifetime_fit(it, stream, size, max_split_size, rule, lifetime);
+    if (it == free_.end()) return nullptr;
+  } else {
+    while (rule == FitRule::kLeastGrowable) {
+      const auto next = std::next(it);
+      if (next == free_.end() || (*next)->stream != stream ||
+          growable_size(*next) >= growable_size(*it)) {
+        break;
+      }
+      it = next;
     }
-    it = next;
+    if (!may_serve((*it)->size, size, max_split_size)) return nullptr;
   }
-  if (!may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
   auto node = free_.extract(it);
   if (spare_node_.empty()) spare_node_ = std::move(node);
   return block;
+}
+
+BlockPool::FreeIndex::iterator BlockPool::lifetime_fit(FreeIndex::iterator smallest,
+                                                       cudaStream_t stream, std::size_t size,
+                                                       std::size_t max_split_size, FitRule rule,
+                                                       Lifetime lifetime) {
+  auto of_stream = [&](FreeIndex::iterator at) {
+    return at != free_.end() && (*at)->stream == stream;
+  };
+  auto serves = [&](FreeIndex::iterator at) {
+    return may_serve((*at)->size, size, max_split_size);
+  };
+  if (lifetime == Lifetime::kLong) {
+    int steps = 0;
+    for (auto at = smallest; of_stream(at) && steps < kLifetimeScan; ++at, ++steps) {
+      if ((*at)->long_lived_hole && serves(at)) return at;
+    }
+  }
+  // A short-lived request passes over long-lived holes while `rule` finds another block.
+  auto skip_holes = [&](FreeIndex::iterator at) {
+    if (lifetime != Lifetime::kShort) return at;
+    int steps = 0;
+    while (of_stream(at) && (*at)->long_lived_hole && ++steps < kLifetimeScan) ++at;
+    return of_stream(at) && !(*at)->long_lived_hole ? at : free_.end();
+  };
+  auto it = smallest;
+  if (const auto first = skip_holes(smallest); first != free_.end()) it = first;
+  while (rule == FitRule::kLeastGrowable) {
+    const auto next = skip_holes(std::next(it));
+    if (!of_stream(next) || growable_size(*next) >= growable_size(*it)) break;
+    it = next;
+  }
+  if (serves(it)) return it;
+  // Not to be split for this request: the choice without lifetimes.
+  it = smallest;
+  while (rule == FitRule::kLeastGrowable) {
+    const auto next = std::next(it);
+    if (!of_stream(next) || growable_size(*next) >= growable_size(*it)) break;
+    it = next;
+  }
+  return serves(it) ? it : free_.end();
 }
 
 BlockPool::~BlockPool() {
@@ -98,6 +144,7 @@ Block* split_block(Block* block, std::size_t size, BlockPool& pool) {
   remainder->segment = block->segment;
   remainder->segment_order = block->segment_order;
   remainder->mapped = block->mapped;
+  remainder->long_lived_hole = block->long_lived_hole;
   remainder->prev = block;
   remainder->next = block->next;
   if (remainder->next != nullptr) remainder->next->prev = remainder;
@@ -120,6 +167,7 @@ std::size_t try_merge(Block* dst, Block* src, BlockPool& pool) {
     dst->next = src->next;
     if (dst->next != nullptr) dst->next->prev = dst;
   }
+  dst->long_lived_hole = dst->long_lived_hole && src->long_lived_hole;
   const std::size_t absorbed = src->size;
   dst->size += absorbed;
   pool.erase(src);

@@ -10,6 +10,7 @@
 // Linux's mmap go top down): a newer segment then wins ties that PyTorch gives to an older one.
 #pragma once
 
+#include "lifetime_predictor.h"
 #include "segment.h"
 
 #include <cstddef>
@@ -63,8 +64,15 @@ class BlockPool {
 
   // Removes and returns the best free block for `size` bytes on `stream` (max_split_size rules
   // in size_policy.h), or nullptr. Counts searches for the garbage collector's block ages.
+  // With a known `lifetime` (Note [Lifetime classes] in policy_cudacache.cpp), among the
+  // kLifetimeScan smallest blocks large enough: a long-lived request takes the smallest
+  // long-lived hole, if any; a short-lived one passes over long-lived holes while `rule` finds
+  // another block. Otherwise, and when there is no such block, `rule` alone decides.
   Block* take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
-                       FitRule rule = FitRule::kSmallest);
+                       FitRule rule = FitRule::kSmallest, Lifetime lifetime = Lifetime::kUnknown);
+  // How many of the free blocks large enough a lifetime-aware search looks at (bounded, so that
+  // a pool of many free blocks costs no more than a few dozen steps).
+  static constexpr int kLifetimeScan = 64;
   // The smallest free block of `stream` of at least `size` bytes (not removed), or nullptr.
   Block* smallest_fit(cudaStream_t stream, std::size_t size) const;
 
@@ -109,6 +117,12 @@ class BlockPool {
   using FreeIndex = std::set<Block*, BlockOrder>;
   using UnmappedIndex = std::set<Block*, UnmappedOrder>;
 
+  // take_best_fit's choice for a known lifetime, from the smallest block large enough (of
+  // `stream`); free_.end() when the block it would take may not be split for the request.
+  FreeIndex::iterator lifetime_fit(FreeIndex::iterator smallest, cudaStream_t stream,
+                                   std::size_t size, std::size_t max_split_size, FitRule rule,
+                                   Lifetime lifetime);
+
   // The key that sorts before every block of `stream` of `size` bytes or more.
   static Block search_key(cudaStream_t stream, std::size_t size) {
     Block key;  // segment_order 0 and address 0 sort before every real block
@@ -128,12 +142,14 @@ class BlockPool {
 };
 
 // Splits `size` bytes off the front of `block`; returns the new block (from `pool`) holding
-// the remainder. The remainder is not inserted into the free index.
+// the remainder, with the block's long_lived_hole. The remainder is not inserted into the free
+// index.
 Block* split_block(Block* block, std::size_t size, BlockPool& pool);
 
 // Absorbs neighbour `src` into `dst` if `src` is free (not allocated, no pending events) and
 // mapped as `dst` is, and returns the number of bytes absorbed (0 if not merged). On a merge,
-// src is removed from `pool`'s index and recycled.
+// src is removed from `pool`'s index and recycled; the merged block is a long-lived hole only
+// if both were.
 std::size_t try_merge(Block* dst, Block* src, BlockPool& pool);
 
 }  // namespace cudacache

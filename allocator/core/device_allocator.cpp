@@ -169,6 +169,11 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   request.size = round_size(size, options_.roundup_power2_divisions);
   request.stream = stream;
   request.pool = pool_for(request.size) == PoolKind::kSmall ? &small_pool_ : &large_pool_;
+  // Note [Lifetime classes]: only the large pool's blocks are placed by lifetime.
+  if (policy_ == PlacementPolicy::kCudacache && request.pool == &large_pool_) {
+    request.context = lifetimes_.context(request.size, stream);
+    request.lifetime = lifetimes_.predict(request.context);
+  }
 
   Block* block = find_or_create_block(request);
   for (int round = 0; block == nullptr && round < CUDACACHE_MAX_RETRY_ROUNDS; ++round) {
@@ -199,6 +204,7 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
   struct ReleaseMovedPages {
     DeviceAllocator& allocator;
     ~ReleaseMovedPages() {
+      if (allocator.moved_pages_.empty()) return;  // the common case: nothing moved
       release_pages(*allocator.backend_, allocator.moved_pages_);
       allocator.moved_pages_.clear();
     }
@@ -228,7 +234,9 @@ Block* DeviceAllocator::take_cached(const Request& request) {
 Block* DeviceAllocator::take_best_fit(const Request& request) {
   const FitRule rule =
       policy_ == PlacementPolicy::kPyTorchNative ? FitRule::kSmallest : FitRule::kLeastGrowable;
-  return request.pool->take_best_fit(request.stream, request.size, options_.max_split_size(), rule);
+  const Lifetime lifetime = placement_lifetime(request);
+  return request.pool->take_best_fit(request.stream, request.size, options_.max_split_size(), rule,
+                                     lifetime);
 }
 
 Block* DeviceAllocator::grow(Request& request, bool is_retry) {
@@ -297,6 +305,9 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   block->requested_size = request.requested;
   block->stack = request.stack;
   block->step = growth_.step();
+  // Every allocation counts in lifetimes and contexts, only the large pool's get one.
+  block->context = request.context;
+  if (policy_ == PlacementPolicy::kCudacache) block->born = lifetimes_.allocated(request.size);
   if (spare_allocated_node_.empty()) {
     allocated_.emplace(block->pointer(), block);
   } else {
@@ -364,6 +375,8 @@ void DeviceAllocator::release_allocation(Block* block) {
   MemoryStats& stats = stats_.values();
   const PoolKind kind = block->segment->pool;
   block->allocated = false;
+  // What it leaves behind is a long-lived hole if it lived long (Note [Lifetime classes]).
+  block->long_lived_hole = block->context != 0 && lifetimes_.freed(block->context, block->born);
   record_event(HistoryAction::kFreeRequested, block->address, block->requested_size, block->size, 0,
                block->stream);
   DeviceStats::decrease(stats.allocation, kind, 1);

@@ -9,6 +9,7 @@
 #include "device_stats.h"
 #include "growth_detector.h"
 #include "history.h"
+#include "lifetime_predictor.h"
 #include "mutex.h"
 #include "options.h"
 #include "retry_hooks.h"
@@ -24,6 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -114,6 +116,9 @@ class DeviceAllocator {
     BlockPool* pool = nullptr;
     bool fraction_cap_hit = false;
     StackId stack = 0;  // where the caller is, when stacks are captured
+    // cudacache's policy: the request's context and what it predicts (lifetime_predictor.h).
+    std::uint32_t context = 0;
+    Lifetime lifetime = Lifetime::kUnknown;
   };
 
   // The composer (device_allocator.cpp): the ladder and what every policy shares.
@@ -122,6 +127,17 @@ class DeviceAllocator {
   // take_cached also cuts a page of one block at the request's end: fit_own_pages).
   Block* take_cached(const Request& request) CUDACACHE_REQUIRES(mutex_);
   Block* take_best_fit(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  // Note [Lifetime classes] in policy_cudacache.cpp: a request's predicted lifetime places it
+  // while this allocator holds at most kSeparateLifetimes32nds / 32 of the memory it may use
+  // (inline: on every large-pool allocation).
+  static constexpr std::size_t kSeparateLifetimes32nds = 24;
+  Lifetime placement_lifetime(const Request& request) const CUDACACHE_REQUIRES(mutex_) {
+    if (request.lifetime == Lifetime::kUnknown) return Lifetime::kUnknown;
+    const std::size_t limit =
+        std::min(device_total_bytes_ == 0 ? SIZE_MAX : device_total_bytes_, allowed_maximum_);
+    return reserved_total_ <= limit / 32 * kSeparateLifetimes32nds ? request.lifetime
+                                                                   : Lifetime::kUnknown;
+  }
   // New device memory for the request: a segment, or pages of an expandable segment.
   Block* grow(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
   // Waits for pending stream events, then returns every free segment, or with pages every
@@ -202,6 +218,12 @@ class DeviceAllocator {
       CUDACACHE_REQUIRES(mutex_);
   // Whether a growth of `bytes` leaves the device room (Note [Room without asking]).
   bool device_has_room(std::size_t bytes) CUDACACHE_REQUIRES(mutex_);
+  // Whether the device has room before any growth, on the last reading and this allocator's
+  // changes since (no reading is taken).
+  bool room_before_growth() const CUDACACHE_REQUIRES(mutex_);
+  // Whether holding `need` more bytes for a request of `size` bytes would hold more than
+  // kHeldPerMille of the most in use at once (the request counted in).
+  bool beyond_held_limit(std::size_t need, std::size_t size) const CUDACACHE_REQUIRES(mutex_);
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);
@@ -292,6 +314,7 @@ class DeviceAllocator {
   std::atomic<std::uint8_t> capture_kind_{0};
   std::optional<stats_page::SlotWriter> stats_slot_ CUDACACHE_GUARDED_BY(mutex_);
   std::uint64_t stats_updates_ CUDACACHE_GUARDED_BY(mutex_) = 0;
+  LifetimePredictor lifetimes_ CUDACACHE_GUARDED_BY(mutex_);  // cudacache's policy only
 };
 
 }  // namespace cudacache

@@ -50,9 +50,10 @@ Block* DeviceAllocator::fit_own_pages(Block* block, const Request& request) {
   if (policy_ != PlacementPolicy::kCudacache) return block;
   for (int round = 0; block != nullptr && round < kMaxCutRounds; ++round) {
     if (block->segment->expandable == nullptr ||
+        !block->segment->expandable->has_exclusive_pages() ||
         !should_split(request.pool->kind(), block->size, request.size, options_.max_split_size(),
                       /*expandable=*/true)) {
-      return block;  // served whole: every page under it is this block's alone
+      return block;  // no page of one block here, or served whole: nothing to cut
     }
     // The page of one block, wholly inside the free block, that the request would end inside.
     const std::uintptr_t end = block->address + request.size;

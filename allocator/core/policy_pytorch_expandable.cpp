@@ -132,6 +132,7 @@ bool DeviceAllocator::map_block(Block* block, std::size_t size) {
   }
   pool.erase(block);
   block->mapped = true;
+  block->long_lived_hole = false;   // new memory (merged below with what is next to it)
   if (mapped.size < block->size) {  // the rest stays unmapped, after the block
     Block* rest = split_block(block, mapped.size, pool);
     rest->mapped = false;

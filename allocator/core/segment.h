@@ -32,8 +32,11 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the segment
   Block* next = nullptr;
   bool allocated = false;
-  bool mapped = true;      // false only for the unmapped stretches of an expandable segment
-  int pending_events = 0;  // stream events still to complete after free
+  bool mapped = true;  // false only for the unmapped stretches of an expandable segment
+  // cudacache's policy, while free: whether all of it was last held by long-lived blocks (Note
+  // [Lifetime classes] in policy_cudacache.cpp).
+  bool long_lived_hole = false;
+  int pending_events = 0;                 // stream events still to complete after free
   std::vector<cudaStream_t> stream_uses;  // extra streams from record_stream
   std::uint64_t gc_count_base = 0;        // pool's free-index search count when it became free
   // Order of the segment's creation (1, 2, ... per device); every block of a segment carries
@@ -42,7 +45,12 @@ struct Block {
   // While allocated: where (0 unless stacks are captured) and in which step of the growth
   // detector (growth_detector.h) it was allocated.
   StackId stack = 0;
+  // cudacache's policy, while allocated: its birth and its request's context
+  // (lifetime_predictor.h; context 0 outside the large pool and under other policies). 32 bits
+  // each, so that a Block stays within two cache lines.
+  std::uint32_t born = 0;
   std::uint64_t step = 0;
+  std::uint32_t context = 0;
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
   void* pointer() const { return reinterpret_cast<void*>(address); }

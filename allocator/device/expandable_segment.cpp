@@ -128,6 +128,7 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
   at = address;
   for (const Page& page : pages) {
     pages_.emplace(at, page);
+    if (page.exclusive) ++exclusive_pages_;
     at += page.size;
   }
   *mapped = {address, bytes};
@@ -159,7 +160,11 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     }
   }
   unmapped->address = first->first;
-  for (auto it = first; it != last; it = pages_.erase(it)) {
+  auto erase_page = [this](std::map<std::uintptr_t, Page>::iterator at) {
+    if (at->second.exclusive) --exclusive_pages_;
+    return pages_.erase(at);
+  };
+  for (auto it = first; it != last; it = erase_page(it)) {
     const Page page = it->second;
     if (const cudaError_t error = backend_.unmap(it->first, page.size); error != cudaSuccess) {
       return error;
@@ -168,7 +173,7 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     if (kept != nullptr) {
       kept->push_back(page);
     } else if (const cudaError_t error = backend_.release_page(page.handle); error != cudaSuccess) {
-      pages_.erase(it);  // unmapped, so no longer reserved, though the driver kept the page
+      erase_page(it);  // unmapped, so no longer reserved, though the driver kept the page
       return error;
     }
   }

@@ -88,6 +88,8 @@ class ExpandableSegment {
   // The mapped page that starts before `point` and ends after it, if any (one lookup, for the
   // allocation path).
   std::optional<std::pair<std::uintptr_t, Page>> page_across(std::uintptr_t point) const;
+  // Whether any mapped page is a page of one block (no lookup needed when none is).
+  bool has_exclusive_pages() const { return exclusive_pages_ != 0; }
   // Unmaps the pages wholly inside [address, address + size), after synchronizing the
   // segment's stream, and releases them, or hands them to *kept when it is not null.
   // *unmapped is the range unmapped (empty when no whole page lies inside, then no device call
@@ -107,6 +109,7 @@ class ExpandableSegment {
   const std::size_t page_size_;
   const cudaStream_t stream_;
   std::map<std::uintptr_t, Page> pages_;  // mapped pages by address
+  std::size_t exclusive_pages_ = 0;       // how many of them are pages of one block
 };
 
 }  // namespace cudacache

@@ -126,6 +126,80 @@ TEST(BlockPool, SplitRemainderInheritsTheSegmentOrder) {
   EXPECT_EQ(whole->segment_order, 7u);
 }
 
+// Note [Lifetime classes]: a long-lived request takes the smallest long-lived hole large
+// enough, a short-lived one passes over such holes; without a prediction, best fit as before.
+TEST(BlockPool, LongLivedRequestsTakeLongLivedHolesAndShortLivedOnesPassThemOver) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  auto make = [&](std::uintptr_t address, std::size_t size, bool hole) {
+    Block* block = f.make(address, size, nullptr);
+    block->long_lived_hole = hole;
+    pool.insert(block);
+    return block;
+  };
+  make(0x10000000, 100 * kMiB, true);   // the exact fit, left by a long-lived block
+  make(0x20000000, 120 * kMiB, false);  // left by short-lived ones
+  make(0x30000000, 150 * kMiB, true);
+  Block* taken =
+      pool.take_best_fit(nullptr, 100 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kShort);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->address, 0x20000000u);
+  pool.insert(taken);
+  taken =
+      pool.take_best_fit(nullptr, 110 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kLong);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->address, 0x30000000u);  // the hole, not the smaller short-lived block
+  pool.insert(taken);
+  taken = pool.take_best_fit(nullptr, 100 * kMiB, SIZE_MAX, FitRule::kLeastGrowable,
+                             Lifetime::kUnknown);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->address, 0x10000000u);  // no prediction: plain best fit
+  // Only holes are large enough: a short-lived request takes the best of them.
+  taken =
+      pool.take_best_fit(nullptr, 130 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kShort);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->address, 0x30000000u);
+  // No hole is large enough: a long-lived request takes the best fit.
+  taken =
+      pool.take_best_fit(nullptr, 115 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kLong);
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->address, 0x20000000u);
+}
+
+// A hole the max_split_size rule forbids to split for the request is not taken over a block
+// that serves it.
+TEST(BlockPool, ALongLivedHoleTooLargeToSplitLeavesTheRequestToBestFit) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  Block* plain = f.make(0x10000000, 32 * kMiB, nullptr);
+  Block* hole = f.make(0x20000000, 64 * kMiB, nullptr);
+  hole->long_lived_hole = true;
+  pool.insert(plain);
+  pool.insert(hole);
+  Block* taken =
+      pool.take_best_fit(nullptr, 30 * kMiB, 40 * kMiB, FitRule::kSmallest, Lifetime::kLong);
+  EXPECT_EQ(taken, plain);
+  EXPECT_EQ(pool.search_count(), 1u);
+}
+
+TEST(BlockPool, SplitsKeepTheLongLivedHoleMarkAndMergesAndIt) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  Block* whole = f.make(0x1000000, 40 * kMiB, nullptr);
+  whole->long_lived_hole = true;
+  f.segment.head = whole;
+  Block* rest = split_block(whole, 10 * kMiB, pool);
+  EXPECT_TRUE(rest->long_lived_hole);
+  pool.insert(rest);
+  EXPECT_EQ(try_merge(whole, rest, pool), 30 * kMiB);
+  EXPECT_TRUE(whole->long_lived_hole);  // both were holes
+  Block* other = split_block(whole, 10 * kMiB, pool);
+  other->long_lived_hole = false;
+  pool.insert(other);
+  EXPECT_EQ(try_merge(whole, other, pool), 30 * kMiB);
+  EXPECT_FALSE(whole->long_lived_hole);  // part of it was not
+}
+
 TEST(BlockPool, OversizeBlockIsNotGivenToSmallRequests) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);

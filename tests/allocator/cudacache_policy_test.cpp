@@ -191,6 +191,29 @@ TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
   allocator.deallocate(p);
 }
 
+// Note [Moving pages]: a growth that would end the room while the device has it is one large
+// request, not a device filling up: it is held to kHeldPerMille, with a free block's pages
+// moved to it instead of new ones created for all of it.
+TEST_F(CudacachePolicy, AGrowthThatWouldEndTheRoomIsHeldToTheLimit) {
+  // Room while a growth leaves 2,700 MiB free (what is held stays within 500 MiB); pages of
+  // 12 MiB (1/256 of the device) while there is room.
+  ASSERT_EQ(cudasim_set_capacity(0, 3200 * kMiB), 0);
+  DeviceAllocator allocator(0, options());
+  void* a = allocator.allocate(240 * kMiB, nullptr);
+  void* b = allocator.allocate(240 * kMiB, nullptr);
+  EXPECT_EQ(sim_calls().create, 40u);
+  allocator.deallocate(a);
+  // 300 MiB more would hold 780 MiB: past the room, and past 1.08 x the 540 MiB then in use.
+  void* c = allocator.allocate(300 * kMiB, nullptr);
+  const cudasim_call_counts counts = sim_calls();
+  EXPECT_EQ(counts.unmap, 20u);  // a's pages, moved
+  EXPECT_LE(reserved(allocator.stats()), static_cast<std::int64_t>(540 * kMiB * 108 / 100));
+  EXPECT_EQ(sim_counters().in_use_bytes, static_cast<std::size_t>(reserved(allocator.stats())));
+  ASSERT_EQ(cudaMemset(c, 7, 300 * kMiB), cudaSuccess);
+  allocator.deallocate(b);
+  allocator.deallocate(c);
+}
+
 TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
   DeviceAllocator allocator(0, options());
   void* kept = allocator.allocate(1 * kMiB, nullptr);

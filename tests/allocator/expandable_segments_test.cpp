@@ -264,6 +264,30 @@ TEST_F(ExpandableSegments, PageAcrossFindsOnlyThePageAroundAPoint) {
   EXPECT_FALSE(segment->page_across(base + 12 * kMiB).has_value());  // an unmapped stretch
 }
 
+// has_exclusive_pages() lets the allocation path skip page_across() while no page of one
+// block is mapped: it follows every map and unmap.
+TEST_F(ExpandableSegments, KnowsWhetherAPageOfOneBlockIsMapped) {
+  const std::unique_ptr<SegmentBackend> backend = make_segment_backend(0, true);
+  cudaError_t error = cudaSuccess;
+  const auto segment = ExpandableSegment::reserve(*backend, 2 * kMiB, 16, nullptr, &error);
+  ASSERT_NE(segment, nullptr);
+  const std::uintptr_t base = segment->base();
+  std::vector<Page> pages;
+  ASSERT_EQ(create_pages(*backend, 8 * kMiB, 4 * kMiB, &pages), cudaSuccess);
+  pages[1].exclusive = true;  // [0, 4) shared, [4, 8) of one block
+  AddressRange mapped{};
+  const cudaError_t map_error = segment->map_pages(base, pages, &mapped);
+  if (map_error != cudaSuccess) release_pages(*backend, pages);  // they stay the caller's
+  ASSERT_EQ(map_error, cudaSuccess);
+  EXPECT_TRUE(segment->has_exclusive_pages());
+  AddressRange unmapped{};
+  ASSERT_EQ(segment->unmap(base, 4 * kMiB, &unmapped), cudaSuccess);  // the shared one
+  EXPECT_TRUE(segment->has_exclusive_pages());
+  ASSERT_EQ(segment->unmap(base + 4 * kMiB, 4 * kMiB, &unmapped), cudaSuccess);
+  EXPECT_EQ(unmapped.size, 4 * kMiB);
+  EXPECT_FALSE(segment->has_exclusive_pages());
+}
+
 TEST_F(ExpandableSegments, BackendOfAnotherDeviceIsRejected) {
   try {
     DeviceAllocator allocator(0, options(), nullptr, std::make_unique<MallocSegmentBackend>(1));
