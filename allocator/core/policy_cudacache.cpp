@@ -184,7 +184,8 @@ std::size_t DeviceAllocator::estimated_available() const {
 }
 
 bool DeviceAllocator::room_before_growth() const {
-  return estimated_available() >= memory_limit() / 32 * kRoomFree32nds;
+  // A failed reading is no room (Note [Room without asking]).
+  return device_reading_.valid && estimated_available() >= memory_limit() / 32 * kRoomFree32nds;
 }
 
 bool DeviceAllocator::beyond_held_limit(std::size_t need, std::size_t size) const {
