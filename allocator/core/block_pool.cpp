@@ -26,65 +26,54 @@ Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size
   Block key = search_key(stream, size);
   auto it = free_.lower_bound(&key);
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
-  if (lifetime != Lifetime::kUnknown) {
-    it = lifetime_fit(it, stream, size, max_split_size, rule, lifetime);
-    if (it == free_.end()) return nullptr;
-  } else {
-    while (rule == FitRule::kLeastGrowable) {
-      const auto next = std::next(it);
-      if (next == free_.end() || (*next)->stream != stream ||
-          growable_size(*next) >= growable_size(*it)) {
-        break;
-      }
-      it = next;
-    }
-    if (!may_serve((*it)->size, size, max_split_size)) return nullptr;
-  }
+  it = lifetime == Lifetime::kUnknown
+           ? rule_fit(it, stream, rule, false)
+           : lifetime_fit(it, stream, size, max_split_size, rule, lifetime);
+  if (it == free_.end() || !may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
   auto node = free_.extract(it);
   if (spare_node_.empty()) spare_node_ = std::move(node);
   return block;
 }
 
+BlockPool::FreeIndex::iterator BlockPool::candidate(FreeIndex::iterator at, cudaStream_t stream,
+                                                    bool pass_holes) const {
+  int steps = 0;
+  auto of_stream = [&] { return at != free_.end() && (*at)->stream == stream; };
+  while (pass_holes && of_stream() && (*at)->long_lived_hole && ++steps < kLifetimeScan) ++at;
+  return of_stream() && !(pass_holes && (*at)->long_lived_hole) ? at : free_.end();
+}
+
+BlockPool::FreeIndex::iterator BlockPool::rule_fit(FreeIndex::iterator it, cudaStream_t stream,
+                                                   FitRule rule, bool pass_holes) const {
+  while (rule == FitRule::kLeastGrowable) {
+    const auto next = candidate(std::next(it), stream, pass_holes);
+    if (next == free_.end() || growable_size(*next) >= growable_size(*it)) break;
+    it = next;
+  }
+  return it;
+}
+
 BlockPool::FreeIndex::iterator BlockPool::lifetime_fit(FreeIndex::iterator smallest,
                                                        cudaStream_t stream, std::size_t size,
                                                        std::size_t max_split_size, FitRule rule,
-                                                       Lifetime lifetime) {
-  auto of_stream = [&](FreeIndex::iterator at) {
-    return at != free_.end() && (*at)->stream == stream;
-  };
+                                                       Lifetime lifetime) const {
   auto serves = [&](FreeIndex::iterator at) {
     return may_serve((*at)->size, size, max_split_size);
   };
   if (lifetime == Lifetime::kLong) {
     int steps = 0;
-    for (auto at = smallest; of_stream(at) && steps < kLifetimeScan; ++at, ++steps) {
+    for (auto at = smallest; at != free_.end() && (*at)->stream == stream && steps < kLifetimeScan;
+         ++at, ++steps) {
       if ((*at)->long_lived_hole && serves(at)) return at;
     }
   }
   // A short-lived request passes over long-lived holes while `rule` finds another block.
-  auto skip_holes = [&](FreeIndex::iterator at) {
-    if (lifetime != Lifetime::kShort) return at;
-    int steps = 0;
-    while (of_stream(at) && (*at)->long_lived_hole && ++steps < kLifetimeScan) ++at;
-    return of_stream(at) && !(*at)->long_lived_hole ? at : free_.end();
-  };
-  auto it = smallest;
-  if (const auto first = skip_holes(smallest); first != free_.end()) it = first;
-  while (rule == FitRule::kLeastGrowable) {
-    const auto next = skip_holes(std::next(it));
-    if (!of_stream(next) || growable_size(*next) >= growable_size(*it)) break;
-    it = next;
-  }
+  const bool pass_holes = lifetime == Lifetime::kShort;
+  const auto first = candidate(smallest, stream, pass_holes);
+  const auto it = rule_fit(first != free_.end() ? first : smallest, stream, rule, pass_holes);
   if (serves(it)) return it;
-  // Not to be split for this request: the choice without lifetimes.
-  it = smallest;
-  while (rule == FitRule::kLeastGrowable) {
-    const auto next = std::next(it);
-    if (!of_stream(next) || growable_size(*next) >= growable_size(*it)) break;
-    it = next;
-  }
-  return serves(it) ? it : free_.end();
+  return rule_fit(smallest, stream, rule, false);  // not to be split here: without lifetimes
 }
 
 BlockPool::~BlockPool() {

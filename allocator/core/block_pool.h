@@ -117,11 +117,19 @@ class BlockPool {
   using FreeIndex = std::set<Block*, BlockOrder>;
   using UnmappedIndex = std::set<Block*, UnmappedOrder>;
 
+  // `at`, or with `pass_holes` the first block from `at` that is not a long-lived hole (within
+  // kLifetimeScan), if it is `stream`'s; else free_.end().
+  FreeIndex::iterator candidate(FreeIndex::iterator at, cudaStream_t stream, bool pass_holes) const;
+  // `rule`'s choice from `it` (a block of `stream` large enough): with kLeastGrowable, on to the
+  // next candidate while it could grow less.
+  FreeIndex::iterator rule_fit(FreeIndex::iterator it, cudaStream_t stream, FitRule rule,
+                               bool pass_holes) const;
   // take_best_fit's choice for a known lifetime, from the smallest block large enough (of
-  // `stream`); free_.end() when the block it would take may not be split for the request.
+  // `stream`); when the block it would take may not be split for the request, `rule`'s choice
+  // without lifetimes.
   FreeIndex::iterator lifetime_fit(FreeIndex::iterator smallest, cudaStream_t stream,
                                    std::size_t size, std::size_t max_split_size, FitRule rule,
-                                   Lifetime lifetime);
+                                   Lifetime lifetime) const;
 
   // The key that sorts before every block of `stream` of `size` bytes or more.
   static Block search_key(cudaStream_t stream, std::size_t size) {

@@ -61,7 +61,7 @@
 // and 1.070 x (was 1.137 and 1.135), `qwen7b` 1.118 x on 4 x (was 1.165); on 1.02 x, the
 // smallest device of `gcn` falls from 1.0031 to 1.0019 x its peak, the call time of the 11
 // traces from 1,902.7 to 1,902.3 ms. A prediction costs a hash of the context, one table
-// probe and one store at free: `bench_cache_hit` side by side, within 2 % of before.
+// probe and one store at free: `bench_cache_hit` side by side, within 3 % of before.
 //
 // Note [New pages first]: without room, a request that no cached block serves gets new pages
 // while the device has them; free pages elsewhere are moved, and pages of one block cut to be
