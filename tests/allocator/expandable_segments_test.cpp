@@ -241,19 +241,32 @@ TEST_F(ExpandableSegments, TeardownGivesBackEveryPageAFailedCallDidNotKeep) {
 
 // page_across: the page strictly around a point, one lookup. A point on a page's first byte
 // belongs to no page "across" it; a point in an unmapped stretch or before every page finds none.
+// A range of 16 pages of 2 MiB on device 0, for the page-level tests below; `map` maps pages
+// created by the test and releases them if that fails (they stay the caller's then).
+struct PageRange {
+  std::unique_ptr<SegmentBackend> backend = make_segment_backend(0, true);
+  std::unique_ptr<ExpandableSegment> segment;  // destroyed before the backend it uses
+  PageRange() {
+    cudaError_t error = cudaSuccess;
+    segment = ExpandableSegment::reserve(*backend, 2 * kMiB, 16, nullptr, &error);
+  }
+  cudaError_t map(std::size_t offset, const std::vector<Page>& pages) {
+    AddressRange mapped{};
+    const cudaError_t error = segment->map_pages(segment->base() + offset, pages, &mapped);
+    if (error != cudaSuccess) release_pages(*backend, pages);
+    return error;
+  }
+};
+
 TEST_F(ExpandableSegments, PageAcrossFindsOnlyThePageAroundAPoint) {
-  const std::unique_ptr<SegmentBackend> backend = make_segment_backend(0, true);
-  cudaError_t error = cudaSuccess;
-  const auto segment = ExpandableSegment::reserve(*backend, 2 * kMiB, 16, nullptr, &error);
-  ASSERT_NE(segment, nullptr);
+  PageRange range;
+  ASSERT_NE(range.segment, nullptr);
+  ExpandableSegment* const segment = range.segment.get();
   const std::uintptr_t base = segment->base();
   EXPECT_FALSE(segment->page_across(base + kMiB).has_value());  // nothing mapped yet
   std::vector<Page> pages;
-  ASSERT_EQ(create_pages(*backend, 6 * kMiB, 6 * kMiB, &pages), cudaSuccess);
-  AddressRange mapped{};
-  const cudaError_t map_error = segment->map_pages(base + 4 * kMiB, pages, &mapped);  // [4, 10)
-  if (map_error != cudaSuccess) release_pages(*backend, pages);  // they stay the caller's
-  ASSERT_EQ(map_error, cudaSuccess);
+  ASSERT_EQ(create_pages(*range.backend, 6 * kMiB, 6 * kMiB, &pages), cudaSuccess);
+  ASSERT_EQ(range.map(4 * kMiB, pages), cudaSuccess);               // [4, 10)
   EXPECT_FALSE(segment->page_across(base + 2 * kMiB).has_value());  // before every page
   EXPECT_FALSE(segment->page_across(base + 4 * kMiB).has_value());  // its first byte
   const auto inside = segment->page_across(base + 7 * kMiB);
@@ -267,18 +280,14 @@ TEST_F(ExpandableSegments, PageAcrossFindsOnlyThePageAroundAPoint) {
 // has_exclusive_pages() lets the allocation path skip page_across() while no page of one
 // block is mapped: it follows every map and unmap.
 TEST_F(ExpandableSegments, KnowsWhetherAPageOfOneBlockIsMapped) {
-  const std::unique_ptr<SegmentBackend> backend = make_segment_backend(0, true);
-  cudaError_t error = cudaSuccess;
-  const auto segment = ExpandableSegment::reserve(*backend, 2 * kMiB, 16, nullptr, &error);
-  ASSERT_NE(segment, nullptr);
+  PageRange range;
+  ASSERT_NE(range.segment, nullptr);
+  ExpandableSegment* const segment = range.segment.get();
   const std::uintptr_t base = segment->base();
   std::vector<Page> pages;
-  ASSERT_EQ(create_pages(*backend, 8 * kMiB, 4 * kMiB, &pages), cudaSuccess);
+  ASSERT_EQ(create_pages(*range.backend, 8 * kMiB, 4 * kMiB, &pages), cudaSuccess);
   pages[1].exclusive = true;  // [0, 4) shared, [4, 8) of one block
-  AddressRange mapped{};
-  const cudaError_t map_error = segment->map_pages(base, pages, &mapped);
-  if (map_error != cudaSuccess) release_pages(*backend, pages);  // they stay the caller's
-  ASSERT_EQ(map_error, cudaSuccess);
+  ASSERT_EQ(range.map(0, pages), cudaSuccess);
   EXPECT_TRUE(segment->has_exclusive_pages());
   AddressRange unmapped{};
   ASSERT_EQ(segment->unmap(base, 4 * kMiB, &unmapped), cudaSuccess);  // the shared one
