@@ -202,8 +202,15 @@ class DeviceAllocator {
   // The bytes of a growth of `size` bytes (the block's end among them) that pages of one block
   // map, when pages of `page` bytes would be created otherwise: 0 for a small block.
   static std::size_t own_page_bytes(std::size_t size, std::size_t page);
+  // Free memory left, in pages of a size, under which a shared page larger than one made now
+  // is cut where a request would end inside it (Note [Pages of one block]).
+  static constexpr std::size_t kNearFullPages = 2;
+  // Whether a shared page of `size` bytes is cut: the device has less than kNearFullPages
+  // times `size` left and a page made now would be smaller.
+  bool page_too_large_near_full(std::size_t size) const CUDACACHE_REQUIRES(mutex_);
   // `block`, taken from its pool for `request`, or, when the request would end inside a page
-  // of one block, the best fit taken again after that page was cut at the request's end.
+  // of one block (or a page too large near a full device), the best fit taken again after that
+  // page was cut at the request's end.
   Block* fit_own_pages(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
   // Replaces the page at [address, address + size) inside the free block `block` (in its pool)
   // by new pages of the sizes in `parts` (zeros skipped), mapped from `address`; what they do

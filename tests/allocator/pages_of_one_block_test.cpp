@@ -141,5 +141,63 @@ TEST_F(PagesOfOneBlock, ASteadyLoopWithoutRoomMakesNoDeviceCallAfterItsFirstStep
   EXPECT_EQ(after.unmap, first.unmap);
 }
 
+// A page made while the device had room is larger than one made near a full device: a block
+// ending inside it would strand the rest. Near the limit it is cut there like a page of one
+// block, so the rest can move to another stream (uncut: out of memory, with 3 MiB free in a
+// page that also holds the block's end).
+TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsCutWhereABlockEndsNearAFullDevice) {
+  ASSERT_EQ(cudasim_set_capacity(0, 1024 * kMiB), 0);  // with room: 4 MiB pages
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    void* freed = allocator.allocate(8 * kMiB, nullptr);  // two 4 MiB pages
+    void* kept = allocator.allocate(2 * kMiB, nullptr);   // a third, so the range ends in use
+    allocator.deallocate(freed);
+    cudasim_call_counts before = sim_calls();
+    EXPECT_EQ(before.create, 3u);
+    void* filler = allocator.allocate(1006 * kMiB, other);  // 6 MiB left on the device
+    ASSERT_LE(1024 * kMiB - sim_counters().in_use_bytes, 6 * kMiB);
+
+    before = sim_calls();
+    void* ending = allocator.allocate(5 * kMiB, nullptr);  // ends 1 MiB into the second page
+    cudasim_call_counts counts = sim_calls();
+    // The second page unmapped, released, and replaced by the granule that holds the block's
+    // end and the 2 MiB after it.
+    EXPECT_EQ(counts.unmap, before.unmap + 1);
+    EXPECT_EQ(counts.release, before.release + 1);
+    EXPECT_EQ(counts.create, before.create + 2);
+    ASSERT_EQ(cudaMemset(ending, 6, 5 * kMiB), cudaSuccess);
+
+    void* moved = allocator.allocate(8 * kMiB, other);  // 6 MiB new, the 2 MiB page moved
+    counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap + 2);
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(stats.num_ooms, 0);
+    EXPECT_LE(sim_counters().in_use_bytes, 1024 * kMiB);
+    ASSERT_EQ(cudaMemset(moved, 7, 8 * kMiB), cudaSuccess);
+    EXPECT_TRUE(holds(ending, 5 * kMiB, 6));
+    for (void* block : {moved, ending, filler, kept}) allocator.deallocate(block);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
+// Far from the limit the same page is left whole: a cut costs an unmap, a release and up to
+// three creates, and the memory it would free is not needed.
+TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsLeftWholeFarFromTheLimit) {
+  ASSERT_EQ(cudasim_set_capacity(0, 1024 * kMiB), 0);
+  const ScopedStream other;
+  DeviceAllocator allocator(0, options());
+  void* freed = allocator.allocate(8 * kMiB, nullptr);
+  void* kept = allocator.allocate(2 * kMiB, nullptr);
+  allocator.deallocate(freed);
+  void* filler = allocator.allocate(900 * kMiB, other);  // 112 MiB left: no room, not full
+  const cudasim_call_counts before = sim_calls();
+  void* ending = allocator.allocate(5 * kMiB, nullptr);
+  const cudasim_call_counts counts = sim_calls();
+  EXPECT_EQ(counts.unmap, before.unmap);
+  EXPECT_EQ(counts.create, before.create);
+  for (void* block : {ending, filler, kept}) allocator.deallocate(block);
+}
+
 }  // namespace
 }  // namespace cudacache
