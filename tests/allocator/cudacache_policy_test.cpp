@@ -95,6 +95,39 @@ TEST_F(CudacachePolicy, WithoutRoomNewPagesComeBeforeMovedOnes) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Note [New pages first]: a growth that extends a free block at its range's end asks the device
+// only for the rest, and when the device has that, nothing moves: the other stream's free pages
+// stay where they are (before, asked for the whole request, it moved them).
+TEST_F(CudacachePolicy, AGrowthAsksTheDeviceOnlyForWhatTheFreeBlockItExtendsLacks) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);  // no room: 2 MiB pages
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    std::vector<void*> blocks;
+    for (int i = 0; i < 10; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
+    for (void* block : blocks) allocator.deallocate(block);  // 60 MiB of free pages
+    void* kept = allocator.allocate(20 * kMiB, nullptr);
+    allocator.deallocate(allocator.allocate(10 * kMiB, nullptr));  // a free block at the end
+    ASSERT_EQ(sim_counters().in_use_bytes, 90 * kMiB);
+    const cudasim_call_counts before = sim_calls();
+    void* grown = allocator.allocate(18 * kMiB, nullptr);  // 10 MiB free + 8 MiB new
+    cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap);
+    EXPECT_GT(counts.create, before.create);
+    EXPECT_EQ(sim_counters().in_use_bytes, 98 * kMiB);
+    EXPECT_EQ(allocator.stats().num_alloc_retries, 0);
+    ASSERT_EQ(cudaMemset(grown, 8, 18 * kMiB), cudaSuccess);
+    // The other stream's 60 MiB are all still there.
+    const cudasim_call_counts kept_calls = sim_calls();
+    void* again = allocator.allocate(60 * kMiB, other);
+    counts = sim_calls();
+    EXPECT_EQ(counts.map, kept_calls.map);
+    EXPECT_EQ(counts.create, kept_calls.create);
+    for (void* p : {again, grown, kept}) allocator.deallocate(p);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // Bad answer from the driver: a growth in new pages that fails with a CUDA error throws, and the
 // next request that needs moved pages still gets them (no out-of-memory ladder).
 TEST_F(CudacachePolicy, AFailedGrowthInNewPagesLeavesMovesOn) {
