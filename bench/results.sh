@@ -2,7 +2,8 @@
 # Regenerates bench/RESULTS.md: memory and device-call figures (calls by kind and their
 # estimated cost on a GPU) of every allocator on every real trace (cudacache-replay
 # --min-capacity --json), the same on a device of 1.02 x each trace's peak (--capacity-factor:
-# who completes, at what cost in calls) and their time per event (bench_replay: the in-process
+# who completes, at what cost in calls), what they hold and call on devices of 1.2, 2 and 4 x
+# the peak, and their time per event (bench_replay: the in-process
 # allocators, pytorch-expandable included), all from a Release build on cudasim, merged into
 # Markdown by bench/replay/write_results.py.
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
@@ -51,6 +52,17 @@ echo "results.sh: cudacache-replay --capacity-factor $pressure_factor (under pre
 build/release/tools/replay/cudacache-replay --capacity-factor "$pressure_factor" \
   --allocators "$allocators" --json "$work/pressure.json" "$traces"/*.csv >/dev/null
 
+# Held memory and calls on devices of a few sizes between the two (the in-process allocators:
+# torch-native and torch-expandable equal pytorch and pytorch-expandable call for call).
+sized=()
+for factor in 1.2 2 4; do
+  echo "results.sh: cudacache-replay --capacity-factor $factor (by device size)" >&2
+  build/release/tools/replay/cudacache-replay --capacity-factor "$factor" \
+    --allocators cudacache,pytorch,pytorch-expandable,cub \
+    --json "$work/sized-$factor.json" "$traces"/*.csv >/dev/null
+  sized+=(--sized-json "$factor=$work/sized-$factor.json")
+done
+
 echo "results.sh: bench_replay" >&2
 build/release/bench/replay/bench_replay --traces="$traces" \
   --allocators=cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.2 \
@@ -62,7 +74,7 @@ python3 bench/replay/write_results.py \
   --replay-json "$work/replay.json" --bench-json "$work/bench.json" --traces "$traces" \
   --command "bench/results.sh" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
   --machine "$cpu, $(nproc) cores (nproc)" "${torch_missing[@]}" \
-  --pressure-json "$work/pressure.json" --pressure-factor "$pressure_factor" \
+  --pressure-json "$work/pressure.json" --pressure-factor "$pressure_factor" "${sized[@]}" \
   --previous bench/RESULTS.md >"$work/RESULTS.md"
 mv "$work/RESULTS.md" bench/RESULTS.md
 echo "results.sh: wrote bench/RESULTS.md" >&2

@@ -42,6 +42,9 @@ def parse_arguments():
                              "allocators under pressure")
     parser.add_argument("--pressure-factor", type=float,
                         help="the --capacity-factor of --pressure-json")
+    parser.add_argument("--sized-json", action="append", default=[], metavar="FACTOR=FILE",
+                        help="cudacache-replay --capacity-factor FACTOR --json output, for the "
+                             "table of held memory and calls by device size (repeatable)")
     parser.add_argument("--torch-missing", metavar="REASON",
                         help="why torch-native and torch-expandable were not run")
     return parser.parse_args()
@@ -239,6 +242,88 @@ one) with their estimated time on a GPU.
 """
 
 
+def sized_runs(arguments):
+    """[(factor, replay JSON)] from FACTOR=FILE arguments, in the order given."""
+    runs = []
+    for argument in arguments:
+        factor, separator, path = argument.partition("=")
+        try:
+            value = float(factor)
+        except ValueError:
+            value = None
+        if not separator or value is None or value <= 0:
+            sys.exit(f"write_results.py: --sized-json wants FACTOR=FILE, got '{argument}'")
+        with open(path, encoding="utf-8") as f:
+            runs.append((value, json.load(f)))
+    return runs
+
+
+def sized_cell(result):
+    """Held / peak requested and estimated call time of one replay, or where it ran out."""
+    if result["oom"]:
+        return f"OOM at event {result['oom_event_index'] + 1}", "-"
+    return (format_ratio(result["reserved_over_requested"]),
+            format_ms(result.get("estimated_device_call_seconds")))
+
+
+def sized_section(runs):
+    """Held memory and estimated calls of every allocator on devices of several sizes."""
+    if not runs:
+        return ""
+    factors = [factor for factor, _ in runs]
+    by_trace = {}  # trace -> allocator -> [(held, ms)] per factor
+    totals = {}  # allocator -> per factor: held ratios of completed replays, seconds, OOMs
+    for column, (_, replay) in enumerate(runs):
+        for trace in replay["traces"]:
+            for result in trace["results"]:
+                allocator = result["allocator"]
+                cells = by_trace.setdefault(trace["name"], {}).setdefault(
+                    allocator, [("-", "-")] * len(runs))
+                cells[column] = sized_cell(result)
+                total = totals.setdefault(allocator, [
+                    {"held": [], "seconds": 0.0, "ooms": 0} for _ in runs])[column]
+                if result["oom"]:
+                    total["ooms"] += 1
+                else:
+                    total["held"].append(result["reserved_over_requested"])
+                    total["seconds"] += result.get("estimated_device_call_seconds") or 0.0
+    header = ["trace", "allocator"]
+    summary_header = ["allocator"]
+    for factor in factors:
+        header += [f"held / peak req ({factor:g} x)", f"est. calls, ms ({factor:g} x)"]
+        summary_header += [f"held geomean ({factor:g} x)", f"held worst ({factor:g} x)",
+                           f"est. calls, ms ({factor:g} x)"]
+    rows = []
+    for name, allocators in by_trace.items():
+        for index, (allocator, cells) in enumerate(allocators.items()):
+            rows.append([f"`{name}`" if index == 0 else "", allocator] +
+                        [cell for pair in cells for cell in pair])
+    summary = []
+    for allocator, columns in totals.items():
+        row = [allocator]
+        for total in columns:
+            held = total["held"]
+            ooms = f" ({total['ooms']} OOM)" if total["ooms"] else ""
+            row += ["-" if not held else f"{geometric_mean(held):.3f}",
+                    "-" if not held else f"{max(held):.3f}",
+                    format_ms(total["seconds"]) + ooms]
+        summary.append(row)
+    listed = ", ".join(f"{factor:g}" for factor in factors)
+    return f"""## By device size: held memory and device calls on devices of {listed} x the peak
+
+Each trace replayed on devices of {listed} x its peak requested bytes, rounded up to 2 MiB
+(`cudacache-replay --capacity-factor F`): what each allocator held at its peak (peak reserved /
+peak requested) and the estimated time of its device calls (summed over the traces it
+completed; "(n OOM)" counts those it did not). The tables above use a device that never refuses
+and one just above the peak; a GPU somewhat larger than a program needs lies between them.
+
+{markdown_table(summary_header, summary, ["---"] + ["---:"] * (3 * len(factors)))}
+
+{markdown_table(header, rows, ["---", "---"] + ["---:"] * (2 * len(factors)))}
+
+"""
+
+
 def markdown_table(header, rows, align):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -327,6 +412,8 @@ def main():
     args = parse_arguments()
     if (args.pressure_json is None) != (args.pressure_factor is None):
         sys.exit("write_results.py: --pressure-json and --pressure-factor go together")
+    later_sections = (pressure_section(args.pressure_json, args.pressure_factor) +
+                      sized_section(sized_runs(args.sized_json)))
     with open(args.replay_json, encoding="utf-8") as f:
         replay = json.load(f)
     with open(args.bench_json, encoding="utf-8") as f:
@@ -445,7 +532,7 @@ Device calls by kind, summed over the {traces} traces:
     ["allocator", *CALL_KINDS, "total", "est. time (ms)"],
     summary_call_rows(per_allocator, traces), ["---"] + ["---:"] * (len(CALL_KINDS) + 2))}
 
-{pressure_section(args.pressure_json, args.pressure_factor)}{written_by_hand(args.previous)}""")
+{later_sections}{written_by_hand(args.previous)}""")
 
 
 if __name__ == "__main__":

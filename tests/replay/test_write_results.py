@@ -44,8 +44,9 @@ def bench_run(trace_name, allocator, ns, **counters):
             "ns_per_event": ns, **counters}
 
 
-def write_results(directory, replay, bench, previous=None, pressure=None):
-    """Runs write_results.py; returns the CompletedProcess (stdout: the Markdown)."""
+def write_results(directory, replay, bench, previous=None, pressure=None, sized=()):
+    """Runs write_results.py; returns the CompletedProcess (stdout: the Markdown). `sized`:
+    (factor, replay JSON) pairs for --sized-json."""
     directory = pathlib.Path(directory)
     (directory / "replay.json").write_text(json.dumps(replay))
     (directory / "bench.json").write_text(json.dumps(bench))
@@ -61,6 +62,10 @@ def write_results(directory, replay, bench, previous=None, pressure=None):
         (directory / "pressure.json").write_text(json.dumps(pressure))
         arguments += ["--pressure-json", str(directory / "pressure.json"),
                       "--pressure-factor", "1.02"]
+    for index, (factor, runs) in enumerate(sized):
+        path = directory / f"sized{index}.json"
+        path.write_text(json.dumps(runs))
+        arguments += ["--sized-json", f"{factor}={path}"]
     return subprocess.run(arguments, capture_output=True, text=True, timeout=60)
 
 
@@ -105,9 +110,10 @@ class WriteResultsFromJson(unittest.TestCase):
                           bench_run("beta", "cub", 700, device_calls=9, device_mallocs_frees=8),
                       ]}
 
-    def render(self, previous=None, pressure=None):
+    def render(self, previous=None, pressure=None, sized=()):
         with tempfile.TemporaryDirectory() as directory:
-            completed = write_results(directory, self.replay, self.bench, previous, pressure)
+            completed = write_results(directory, self.replay, self.bench, previous, pressure,
+                                      sized)
         self.assertEqual(completed.returncode, 0, completed.stderr)
         return completed.stdout
 
@@ -146,6 +152,46 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertEqual(row[3], "OOM at event 3/4")
         self.assertEqual(row[4:6], ["3", "1"])  # malloc, free
         self.assertEqual(row[-2:], ["4", "0.600"])
+
+    def test_sized_table_shows_held_memory_and_calls_per_device_size(self):
+        small_done = result("nocache", calls(malloc=2, free=2), 0.002, 2, 2, reserved=1.5)
+        small_oom = result("cub", calls(malloc=3, free=1), 0.0006, 3, 1)
+        small_oom.update(oom=True, oom_event_index=2)
+        beta_small = result("nocache", calls(malloc=1), 0.001, 1, 0, reserved=1.2)
+        large = {"traces": [
+            trace("alpha", [result("nocache", calls(), 0.004, 0, 0, reserved=1.1),
+                            result("cub", calls(), 0.003, 0, 0, reserved=1.0)]),
+            trace("beta", [result("nocache", calls(), 0.0, 0, 0, reserved=1.0)])]}
+        small = {"traces": [trace("alpha", [small_done, small_oom]),
+                            trace("beta", [beta_small])]}
+        self.assertNotIn("## By device size", self.render())
+        markdown = self.render(sized=[(1.2, small), (4, large)])
+        sized = section(markdown, "## By device size")
+        self.assertIn("devices of 1.2, 4 x the peak", sized)
+        self.assertEqual(table_row(sized, ["`alpha`", "nocache"])[2:],
+                         ["1.500", "2.0", "1.100", "4.0"])
+        self.assertEqual(table_row(sized, ["", "cub"])[2:],
+                         ["OOM at event 3", "-", "1.000", "3.0"])
+        # Per allocator: geometric mean and worst of what it held, calls of completed replays.
+        nocache = table_row(sized, ["nocache"])[1:]
+        self.assertEqual(nocache[:2], [f"{(1.5 * 1.2) ** 0.5:.3f}", "1.500"])
+        self.assertEqual(nocache[2], "3.0")
+        self.assertEqual(table_row(sized, ["cub"])[1:4], ["-", "-", "0.000 (1 OOM)"])
+
+    def test_sized_json_needs_a_factor(self):
+        with tempfile.TemporaryDirectory() as directory:
+            directory = pathlib.Path(directory)
+            (directory / "replay.json").write_text(json.dumps(self.replay))
+            (directory / "bench.json").write_text(json.dumps(self.bench))
+            completed = subprocess.run(
+                [sys.executable, str(WRITE_RESULTS),
+                 "--replay-json", str(directory / "replay.json"),
+                 "--bench-json", str(directory / "bench.json"), "--traces", str(directory),
+                 "--command", "test", "--date", "today", "--machine", "test machine",
+                 "--sized-json", str(directory / "replay.json")],
+                capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("--sized-json wants FACTOR=FILE", completed.stderr)
 
     def test_pressure_json_without_its_factor_is_refused(self):
         with tempfile.TemporaryDirectory() as directory:
