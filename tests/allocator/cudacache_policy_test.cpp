@@ -28,6 +28,13 @@ class CudacachePolicy : public testing::SimulatedDeviceTest {
   static Options options() { return Options("policy:cudacache"); }
 };
 
+// `count` blocks of 6 MiB allocated on `stream` and freed: their pages stay mapped, free.
+void leave_free_pages(DeviceAllocator& allocator, cudaStream_t stream, int count) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < count; ++i) blocks.push_back(allocator.allocate(6 * kMiB, stream));
+  for (void* block : blocks) allocator.deallocate(block);
+}
+
 TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
   const ScopedStream other;
@@ -35,9 +42,7 @@ TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
     DeviceAllocator allocator(0, options());
     ASSERT_TRUE(allocator.expandable());
     // No room: 2 MiB pages, three per 6 MiB block (too small for a page of its own).
-    std::vector<void*> blocks;
-    for (int i = 0; i < 10; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
-    for (void* block : blocks) allocator.deallocate(block);
+    leave_free_pages(allocator, other, 10);
     cudasim_call_counts counts = sim_calls();
     EXPECT_EQ(counts.create, 30u);
     void* p = allocator.allocate(60 * kMiB, nullptr);  // the same pages, moved
@@ -68,9 +73,7 @@ TEST_F(CudacachePolicy, WithoutRoomNewPagesComeBeforeMovedOnes) {
   const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
-    std::vector<void*> blocks;
-    for (int i = 0; i < 3; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
-    for (void* block : blocks) allocator.deallocate(block);  // 18 MiB of free pages
+    leave_free_pages(allocator, other, 3);  // 18 MiB of free pages
     cudasim_call_counts before = sim_calls();
     void* first = allocator.allocate(6 * kMiB, nullptr);
     cudasim_call_counts counts = sim_calls();
@@ -103,9 +106,7 @@ TEST_F(CudacachePolicy, AGrowthAsksTheDeviceOnlyForWhatTheFreeBlockItExtendsLack
   const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
-    std::vector<void*> blocks;
-    for (int i = 0; i < 10; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
-    for (void* block : blocks) allocator.deallocate(block);  // 60 MiB of free pages
+    leave_free_pages(allocator, other, 10);  // 60 MiB of free pages
     void* kept = allocator.allocate(20 * kMiB, nullptr);
     allocator.deallocate(allocator.allocate(10 * kMiB, nullptr));  // a free block at the end
     ASSERT_EQ(sim_counters().in_use_bytes, 90 * kMiB);
@@ -135,9 +136,7 @@ TEST_F(CudacachePolicy, AFailedGrowthInNewPagesLeavesMovesOn) {
   const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
-    std::vector<void*> blocks;
-    for (int i = 0; i < 3; ++i) blocks.push_back(allocator.allocate(6 * kMiB, other));
-    for (void* block : blocks) allocator.deallocate(block);  // 18 MiB of free pages
+    leave_free_pages(allocator, other, 3);  // 18 MiB of free pages
     ASSERT_EQ(cudasim_fail_nth_call(0, "set_access", 1), 0);
     EXPECT_ANY_THROW(allocator.allocate(6 * kMiB, nullptr));  // a growth in new pages
     // More than the device has left (82 MiB): the free pages must move.
