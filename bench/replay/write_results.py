@@ -253,8 +253,11 @@ def sized_runs(arguments):
             value = None
         if not separator or value is None or value <= 0:
             sys.exit(f"write_results.py: --sized-json wants FACTOR=FILE, got '{argument}'")
-        with open(path, encoding="utf-8") as f:
-            runs.append((value, json.load(f)))
+        try:
+            with open(path, encoding="utf-8") as f:
+                runs.append((value, json.load(f)))
+        except (OSError, ValueError) as error:
+            sys.exit(f"write_results.py: --sized-json {argument}: {error}")
     return runs
 
 

@@ -44,9 +44,9 @@ def bench_run(trace_name, allocator, ns, **counters):
             "ns_per_event": ns, **counters}
 
 
-def write_results(directory, replay, bench, previous=None, pressure=None, sized=()):
+def write_results(directory, replay, bench, previous=None, pressure=None, sized=(), extra=()):
     """Runs write_results.py; returns the CompletedProcess (stdout: the Markdown). `sized`:
-    (factor, replay JSON) pairs for --sized-json."""
+    (factor, replay JSON) pairs for --sized-json; `extra`: more arguments, as given."""
     directory = pathlib.Path(directory)
     (directory / "replay.json").write_text(json.dumps(replay))
     (directory / "bench.json").write_text(json.dumps(bench))
@@ -66,6 +66,7 @@ def write_results(directory, replay, bench, previous=None, pressure=None, sized=
         path = directory / f"sized{index}.json"
         path.write_text(json.dumps(runs))
         arguments += ["--sized-json", f"{factor}={path}"]
+    arguments += list(extra)
     return subprocess.run(arguments, capture_output=True, text=True, timeout=60)
 
 
@@ -178,36 +179,29 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertEqual(nocache[2], "3.0")
         self.assertEqual(table_row(sized, ["cub"])[1:4], ["-", "-", "0.000 (1 OOM)"])
 
-    def test_sized_json_needs_a_factor(self):
+    def refused(self, *arguments):
+        """write_results.py given `arguments` (FILE in them names a copy of the replay JSON): its
+        exit status must say it refused; returns its error text."""
         with tempfile.TemporaryDirectory() as directory:
-            directory = pathlib.Path(directory)
-            (directory / "replay.json").write_text(json.dumps(self.replay))
-            (directory / "bench.json").write_text(json.dumps(self.bench))
-            completed = subprocess.run(
-                [sys.executable, str(WRITE_RESULTS),
-                 "--replay-json", str(directory / "replay.json"),
-                 "--bench-json", str(directory / "bench.json"), "--traces", str(directory),
-                 "--command", "test", "--date", "today", "--machine", "test machine",
-                 "--sized-json", str(directory / "replay.json")],
-                capture_output=True, text=True, timeout=60)
+            other = pathlib.Path(directory) / "other.json"
+            other.write_text(json.dumps(self.replay))
+            completed = write_results(directory, self.replay, self.bench,
+                                      extra=[a.replace("FILE", str(other)) for a in arguments])
         self.assertNotEqual(completed.returncode, 0)
-        self.assertIn("--sized-json wants FACTOR=FILE", completed.stderr)
+        self.assertNotIn("Traceback", completed.stderr)
+        return completed.stderr
+
+    def test_sized_json_needs_a_factor_and_a_readable_file(self):
+        self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "FILE"))
+        self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "big=FILE"))
+        self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "0=FILE"))
+        missing = self.refused("--sized-json", "2=FILE.missing")
+        self.assertIn("--sized-json 2=", missing)
+        self.assertIn("No such file", missing)
 
     def test_pressure_json_without_its_factor_is_refused(self):
-        with tempfile.TemporaryDirectory() as directory:
-            directory = pathlib.Path(directory)
-            (directory / "replay.json").write_text(json.dumps(self.replay))
-            (directory / "bench.json").write_text(json.dumps(self.bench))
-            (directory / "pressure.json").write_text(json.dumps(self.replay))
-            completed = subprocess.run(
-                [sys.executable, str(WRITE_RESULTS),
-                 "--replay-json", str(directory / "replay.json"),
-                 "--bench-json", str(directory / "bench.json"), "--traces", str(directory),
-                 "--command", "test", "--date", "today", "--machine", "test machine",
-                 "--pressure-json", str(directory / "pressure.json")],
-                capture_output=True, text=True, timeout=60)
-        self.assertNotEqual(completed.returncode, 0)
-        self.assertIn("--pressure-json and --pressure-factor go together", completed.stderr)
+        self.assertIn("--pressure-json and --pressure-factor go together",
+                      self.refused("--pressure-json", "FILE"))
 
     def test_device_calls_by_kind_per_trace(self):
         by_kind = section(self.render(), "## Device calls by kind")
