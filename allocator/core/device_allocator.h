@@ -234,6 +234,9 @@ class DeviceAllocator {
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);
+  // The largest page a growth in the large pool creates with room, and so the largest page that
+  // may hold a block and free memory beside it (Note [Fewer pages with room]).
+  std::size_t largest_room_page() const CUDACACHE_REQUIRES(mutex_);
   // The memory this allocator may use (the device, or the per_process_memory_fraction cap),
   // and what of it is free now, on the last reading of the device and the allocator's own
   // changes since (Note [Room without asking]).

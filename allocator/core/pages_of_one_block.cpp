@@ -21,16 +21,16 @@
 // reuses each page with a block of the same size, so it cuts nothing after its first step.
 // The cost: one unmap, one release and up to three creates per cut, paid only when memory is
 // reused by a block of another size while the device has no room.
-// - A shared page (made while the device had room, or when more was free) that is larger than
-//   one made now is cut the same way where a request would end inside it, once the device has
-//   less than kNearFullPages times the page's size left: a block's end would strand the rest of
-//   the page just when memory runs out (Note [Pages shrink as the device fills] bounds what a
-//   new page can strand; this bounds the old ones near the limit). On the smallest devices of
-//   the real traces, such pages held 15 MiB of a 16 MiB page beside the last 1.5 MiB of a
-//   129.5 MiB block (`qwen7b`: 1.0083 -> 1.0025 x the peak, CUB 1.0010; `cs336_small` 1.0025
-//   -> 1.0019, CUB 1.0003). At 1 x the page's size left `cs336_small` kept its 1.0025; at
-//   4 x, a device of 1.02 x its peak took 197 ms of estimated calls instead of 137 (187 at 2 x)
-//   and `qwen7b`'s 443 instead of 328 (328 at 2 x).
+// - A shared page (made while the device had room, up to 1/1024 of it: Note [Fewer pages with
+//   room]; or when more was free) that is larger than one made now is cut the same way where a
+//   request would end inside it, once the device has less than kNearFullPages times the page's
+//   size left: a block's end would strand the rest of the page just when memory runs out (Note
+//   [Pages shrink as the device fills] bounds what a new page can strand; this bounds the old
+//   ones near the limit). On the smallest devices of the real traces, such pages held 15 MiB of
+//   a 16 MiB page beside the last 1.5 MiB of a 129.5 MiB block (`qwen7b`: 1.0083 -> 1.0025 x
+//   the peak, CUB 1.0010; `cs336_small` 1.0025 -> 1.0019, CUB 1.0003). At 1 x the page's size
+//   left `cs336_small` kept its 1.0025; at 4 x, a device of 1.02 x its peak took 197 ms of
+//   estimated calls instead of 137 (187 at 2 x) and `qwen7b`'s 443 instead of 328 (328 at 2 x).
 #include "device_allocator.h"
 
 #include "error_report.h"
@@ -72,9 +72,10 @@ Block* DeviceAllocator::fit_own_pages(Block* block, const Request& request) {
       return block;  // served whole: nothing to cut
     }
     // No page of one block here, and far from a full device (a shared page is at most
-    // kLargePage): nothing to cut, and no page lookup on a cache hit.
+    // largest_room_page()): nothing to cut, and no page lookup on a cache hit.
     if (!block->segment->expandable->has_exclusive_pages() &&
-        (request.pool->kind() != PoolKind::kLarge || !page_too_large_near_full(kLargePage))) {
+        (request.pool->kind() != PoolKind::kLarge ||
+         !page_too_large_near_full(largest_room_page()))) {
       return block;
     }
     // The page, wholly inside the free block, that the request would end inside: cut if it is a

@@ -1,7 +1,7 @@
 // cudacache's own policy (policy:cudacache, Note [Moving pages] in policy_cudacache.cpp):
-// pages are moved, not created, when the device is full; PyTorch's 20 MiB pages with room,
-// smaller ones as the device fills (Note [Pages shrink as the device fills]). The behaviours every
-// configuration shares are in conformance_test.cpp.
+// pages are moved, not created, when the device is full; PyTorch's 20 MiB steps with room (in
+// larger pages on a large device), smaller pages as the device fills (Note [Pages shrink as the
+// device fills]). The behaviours every configuration shares are in conformance_test.cpp.
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -221,6 +221,29 @@ TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
   EXPECT_EQ(sim_calls().create, 2u);  // two 20 MiB pages, as PyTorch
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(40 * kMiB));
   allocator.deallocate(p);
+}
+
+// Note [Fewer pages with room]: a growth still maps whole 20 MiB steps, but on a device of
+// 64 GiB creates them in pages of up to 64 MiB (1/1024 of the device): 150 MiB is three creates
+// and three maps, not eight. On an 8 GiB device (8 MiB would be 1/1024) it is PyTorch's pages.
+TEST_F(CudacachePolicy, WithRoomALargeDeviceCreatesAGrowthInFewerPages) {
+  for (const auto& [gib, creates] :
+       {std::pair{std::size_t{64}, 3u}, std::pair{std::size_t{8}, 8u}}) {
+    SCOPED_TRACE(gib);
+    ASSERT_EQ(cudasim_set_capacity(0, gib << 30), 0);
+    DeviceAllocator allocator(0, options());
+    const cudasim_call_counts before = sim_calls();
+    void* p = allocator.allocate(150 * kMiB, nullptr);
+    const cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create + creates);
+    EXPECT_EQ(counts.map, before.map + creates);
+    EXPECT_EQ(counts.set_access, before.set_access + 1);  // the growth's range at once
+    EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(160 * kMiB));
+    ASSERT_EQ(cudaMemset(p, 3, 150 * kMiB), cudaSuccess);
+    allocator.deallocate(p);
+    allocator.empty_cache();
+    EXPECT_EQ(sim_calls().release, counts.release + creates);
+  }
 }
 
 // Note [Moving pages]: a growth that would end the room while the device has it is one large

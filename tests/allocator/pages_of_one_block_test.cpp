@@ -199,5 +199,39 @@ TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsLeftWholeFarFromTheLimit) {
   for (void* block : {ending, filler, kept}) allocator.deallocate(block);
 }
 
+// On a device of 64 GiB a growth with room creates pages of up to 64 MiB (Note [Fewer pages
+// with room]), more than the 20 MiB that "near full" is otherwise judged by: such a page is cut
+// once the device has less than twice its size left, here 100 MiB. The rest of the page is then a
+// page of its own that empty_cache gives back while the block lives (uncut, the page holds the
+// block's end and nothing of it can be released).
+TEST_F(PagesOfOneBlock, APageLargerThanPyTorchsMadeWithRoomIsCutNearAFullDevice) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    void* freed = allocator.allocate(120 * kMiB, nullptr);  // pages of 64 and 56 MiB
+    void* kept = allocator.allocate(2 * kMiB, nullptr);     // a 20 MiB page: the range ends in use
+    EXPECT_EQ(sim_calls().create, 3u);
+    allocator.deallocate(freed);
+    void* filler = allocator.allocate((std::size_t{64} << 30) - 240 * kMiB, other);
+    ASSERT_EQ((std::size_t{64} << 30) - sim_counters().in_use_bytes, 100 * kMiB);
+
+    cudasim_call_counts before = sim_calls();
+    void* ending = allocator.allocate(70 * kMiB, nullptr);  // ends 6 MiB into the 56 MiB page
+    const cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap + 1);
+    EXPECT_EQ(counts.release, before.release + 1);
+    EXPECT_EQ(counts.create, before.create + 2);  // 6 MiB for the block's end, 50 MiB the rest
+    ASSERT_EQ(cudaMemset(ending, 5, 70 * kMiB), cudaSuccess);
+
+    const std::int64_t held = reserved(allocator.stats());
+    allocator.empty_cache();  // the 50 MiB rest page is wholly free
+    EXPECT_EQ(reserved(allocator.stats()), held - static_cast<std::int64_t>(50 * kMiB));
+    EXPECT_TRUE(holds(ending, 70 * kMiB, 5));
+    for (void* block : {ending, filler, kept}) allocator.deallocate(block);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace cudacache

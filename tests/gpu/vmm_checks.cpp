@@ -2,7 +2,7 @@
 // mean nothing but every call path is exercised):
 //   1. the cost of each device call the allocators make, measured through cudacache's own
 //      backend (the figures tools/replay/device_call_costs.inc estimates from published A100
-//      numbers): median microseconds of N calls, 2 MiB and 20 MiB where size matters;
+//      numbers): median microseconds of N calls, 2 MiB to 140 MiB where size matters;
 //   2. how much device memory a cudaMalloc of a given size takes (cudaMemGetInfo before and
 //      after 8 of them): cudasim charges the size rounded to 256 B, a driver may round large
 //      allocations to its 2 MiB pages, which changes what CUB and nocache need in the replay
@@ -236,8 +236,10 @@ int main(int argc, char** argv) {
   measure_malloc(2 * kMiB, repetitions);
   measure_malloc(20 * kMiB, repetitions);
   // 2 and 20 MiB are PyTorch's pages; cudacache's policy also makes the sizes between (Note
-  // [Pages shrink as the device fills]), which the replay estimate costs as one create each.
-  for (const std::size_t page : {2 * kMiB, 6 * kMiB, 12 * kMiB, 20 * kMiB}) {
+  // [Pages shrink as the device fills]) and, with room on a device of more than 20 GiB, pages of
+  // up to 1/1024 of it (Note [Fewer pages with room]: 80 MiB on 80 GiB, 140 MiB on an H200),
+  // all of which the replay estimate costs as one create each.
+  for (const std::size_t page : {2 * kMiB, 6 * kMiB, 12 * kMiB, 20 * kMiB, 80 * kMiB, 140 * kMiB}) {
     measure_pages(*backend, page, repetitions);
   }
   measure_mem_get_info(repetitions);
