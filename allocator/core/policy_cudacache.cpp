@@ -111,25 +111,25 @@
 //   322 against 250).
 // The small pool's pages are always 2 MiB, as PyTorch's.
 //
-// Note [Fewer pages with room]: with room, a growth in the large pool still maps whole 20 MiB
-// steps (what it holds is PyTorch's), but creates them as pages of up to 1/kDevicePageDivisor of
-// the memory this allocator may use where that is larger: 80 MiB on an 80 GiB device, 140 MiB
-// on an H200; a growth of 150 MiB is then three creates, three maps and one cuMemSetAccess, not
-// eight of the first two. Each page costs one cuMemCreate whatever its size (the replay estimate
-// counts calls; the size dependence on a GPU is measured by tests/gpu/vmm_checks.cpp), and each
-// is a call into the driver. A page this size strands at most what a page made without room may
-// (1/1024 of the device), and near a full device it is cut where a block ends inside it (Note
-// [Pages of one block]). Measured side by side on the 11 real traces (cudacache-replay, default
-// device): estimated call time 1,387.5 -> 744.0 ms (`dit` 226.2 -> 45.5, `nca3d` 199.2 -> 30.0,
-// `qwen7b` 46.0 -> 15.9, `cs336_2.7b` 349.1 -> 209.1; torch-expandable 1,395.9), held the same
-// but on `qwen7b`, 1.071 -> 1.090 x its peak (large pages move to a growth only where they are no
-// larger than what it lacks); smallest devices unchanged; devices of 1.2 / 2 / 4 x the peak
-// 1,432 / 1,202 / 1,233 -> 1,402 / 1,083 / 898 ms with the same held figures. Not kept: pages of
-// 1/256 or 1/512 of the device (`qwen7b` holds 1.179 x on a device of 4 x its peak, or 1.100 x
-// with room, and one trace's smallest device grows past CUB's), 1/2048 (846 ms), one page per
-// growth (smallest devices 1.0054 x the peak in geometric mean, against 1.0037), large pages only
-// within the held limit (`qwen7b` holds 1.109 x) and moving a page larger than what a growth
-// lacks (`qwen7b` 1.076 x, but 170 unmaps instead of 41).
+// Note [Fewer pages with room]: with room, a growth in the large pool still maps whole 20 MiB steps
+// (what it holds is PyTorch's), but creates them as pages of up to 1/kDevicePageDivisor of the
+// memory this allocator may use where that is larger: 80 MiB on an 80 GiB device, 140 MiB on an
+// H200; a growth of 150 MiB is then three creates, three maps and one cuMemSetAccess, not eight of
+// the first two. Each page is one cuMemCreate and one cuMemMap, driver round trips whatever its
+// size (the replay's estimate costs calls; how their time grows with the size on a GPU is what
+// tests/gpu/vmm_checks.cpp measures). A page this size strands at most what a page made without
+// room may (1/1024 of the device), and near a full device it is cut where a block ends inside it
+// (Note [Pages of one block]). Measured side by side on the 11 real traces (cudacache-replay,
+// default device): estimated call time 1,387.5 -> 744.0 ms (`dit` 226.2 -> 45.5, `nca3d` 199.2 ->
+// 30.0, `qwen7b` 46.0 -> 15.9, `cs336_2.7b` 349.1 -> 209.1; torch-expandable 1,395.9), held the
+// same but on `qwen7b`, 1.071 -> 1.090 x its peak (large pages move to a growth only where they are
+// no larger than what it lacks); smallest devices unchanged; devices of 1.2 / 2 / 4 x the peak
+// 1,432 / 1,202 / 1,233 -> 1,402 / 1,083 / 898 ms, holding the same at worst. Not kept: pages of
+// 1/256 or 1/512 of the device (`qwen7b` holds 1.179 x on a device of 4 x its peak, or 1.100 x with
+// room, and one trace's smallest device grows past CUB's), 1/2048 (846 ms), one page per growth
+// (smallest devices 1.0054 x the peak in geometric mean, against 1.0037), large pages only within
+// the held limit (`qwen7b` holds 1.109 x) and moving a page larger than what a growth lacks
+// (`qwen7b` 1.076 x, but 170 unmaps instead of 41).
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when
