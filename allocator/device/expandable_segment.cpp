@@ -164,6 +164,9 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     if (at->second.exclusive) --exclusive_pages_;
     return pages_.erase(at);
   };
+  // A failed release loses only its page: stopping there would leave the free pages after it
+  // mapped, and empty_cache would not give back what it can (found by the suite-wide fault sweep).
+  cudaError_t release_error = cudaSuccess;
   for (auto it = first; it != last; it = erase_page(it)) {
     const Page page = it->second;
     if (const cudaError_t error = backend_.unmap(it->first, page.size); error != cudaSuccess) {
@@ -172,12 +175,12 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     unmapped->size += page.size;
     if (kept != nullptr) {
       kept->push_back(page);
-    } else if (const cudaError_t error = backend_.release_page(page.handle); error != cudaSuccess) {
-      erase_page(it);  // unmapped, so no longer reserved, though the driver kept the page
-      return error;
+    } else if (const cudaError_t error = backend_.release_page(page.handle);
+               error != cudaSuccess && release_error == cudaSuccess) {
+      release_error = error;  // unmapped, so no longer reserved, though the driver kept the page
     }
   }
-  return cudaSuccess;
+  return release_error;
 }
 
 }  // namespace cudacache

@@ -93,7 +93,9 @@ class ExpandableSegment {
   // Unmaps the pages wholly inside [address, address + size), after synchronizing the
   // segment's stream, and releases them, or hands them to *kept when it is not null.
   // *unmapped is the range unmapped (empty when no whole page lies inside, then no device call
-  // is made). On an error, *unmapped is the part unmapped before it.
+  // is made). On an error of a synchronize or an unmap, *unmapped is the part unmapped before
+  // it. A page whose release fails is unmapped all the same (the driver keeps it) and the pages
+  // after it are still unmapped and released; the first such error is returned.
   // `stream_synchronized`: the caller has just synchronized the segment's stream (one
   // synchronize for several unmaps).
   cudaError_t unmap(std::uintptr_t address, std::size_t size, AddressRange* unmapped,

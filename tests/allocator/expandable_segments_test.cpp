@@ -239,6 +239,27 @@ TEST_F(ExpandableSegments, TeardownGivesBackEveryPageAFailedCallDidNotKeep) {
   }
 }
 
+// A release that fails while empty_cache unmaps a free block loses its one page (the driver
+// keeps it) and no other: the pages after it are still unmapped and released, so nothing stays
+// reserved. Found by the suite-wide fault sweep (Concurrency.ThreadsShareTheCApi, whose final
+// empty_cache then left a page mapped).
+TEST_F(ExpandableSegments, AFailedReleaseLosesOnlyItsPage) {
+  const std::uint64_t before = sim_counters().in_use_bytes;
+  {
+    DeviceAllocator allocator(0, options());
+    allocator.deallocate(allocator.allocate(50 * kMiB, nullptr));  // three 20 MiB pages, free
+    ASSERT_EQ(cudasim_fail_nth_call(0, "release", 1), 0);
+    const cudasim_call_counts calls = sim_calls();
+    allocator.empty_cache();
+    EXPECT_EQ(sim_calls().unmap, calls.unmap + 3);
+    EXPECT_EQ(sim_calls().release, calls.release + 3);
+    EXPECT_EQ(reserved(allocator.stats()), 0);
+    EXPECT_EQ(sim_counters().in_use_bytes - before, 20 * kMiB);  // the page the driver kept
+  }
+  ASSERT_EQ(cudasim_fail_nth_call(0, "release", 0), 0);
+  EXPECT_EQ(sim_counters().in_use_bytes - before, 20 * kMiB);
+}
+
 // page_across: the page strictly around a point, one lookup. A point on a page's first byte
 // belongs to no page "across" it; a point in an unmapped stretch or before every page finds none.
 // A range of 16 pages of 2 MiB on device 0, for the page-level tests below; `map` maps pages
