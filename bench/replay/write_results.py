@@ -251,7 +251,7 @@ def sized_runs(arguments):
             value = float(factor)
         except ValueError:
             value = None
-        if not separator or value is None or value <= 0:
+        if not separator or value is None or not math.isfinite(value) or value <= 0:
             sys.exit(f"write_results.py: --sized-json wants FACTOR=FILE, got '{argument}'")
         try:
             with open(path, encoding="utf-8") as f:

@@ -195,6 +195,8 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "FILE"))
         self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "big=FILE"))
         self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "0=FILE"))
+        self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "nan=FILE"))
+        self.assertIn("--sized-json wants FACTOR=FILE", self.refused("--sized-json", "inf=FILE"))
         missing = self.refused("--sized-json", "2=FILE.missing")
         self.assertIn("--sized-json 2=", missing)
         self.assertIn("No such file", missing)
