@@ -8,8 +8,8 @@
 # Markdown by bench/replay/write_results.py.
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
 # runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: one Python process
-# per replay, so memory and device calls only; bench_replay does not time them). About a minute
-# on 2 cores after the build without PyTorch, 6-8 minutes with it.
+# per replay, so memory and device calls only; bench_replay does not time them). About 3 minutes
+# on 2 cores after the build without PyTorch (bench_replay: about 2), about 16 with it.
 #
 #   bench/results.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail
@@ -63,11 +63,14 @@ for factor in 1.2 2 4; do
   sized+=(--sized-json "$factor=$work/sized-$factor.json")
 done
 
+# Five repetitions of every run, interleaved at random, of which write_results.py keeps the least
+# time per event: on a shared machine, load only adds time, and a trace's ratio to PyTorch's
+# policy moved by up to 40 % between two runs of the same binary (medians of five).
 echo "results.sh: bench_replay" >&2
 build/release/bench/replay/bench_replay --traces="$traces" \
   --allocators=cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.2 \
-  --benchmark_repetitions=1 --benchmark_out_format=json \
-  --benchmark_out="$work/bench.json" >&2
+  --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+  --benchmark_out_format=json --benchmark_out="$work/bench.json" >&2
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 python3 bench/replay/write_results.py \

@@ -26,11 +26,13 @@ Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size
   Block key = search_key(stream, size);
   auto it = free_.lower_bound(&key);
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
-  it = lifetime == Lifetime::kUnknown
+  // With no long-lived hole in the pool, a lifetime changes nothing: no scan for one.
+  it = lifetime == Lifetime::kUnknown || long_lived_holes_ == 0
            ? rule_fit(it, stream, rule, false)
            : lifetime_fit(it, stream, size, max_split_size, rule, lifetime);
   if (it == free_.end() || !may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
+  if (block->long_lived_hole) --long_lived_holes_;
   auto node = free_.extract(it);
   if (spare_node_.empty()) spare_node_ = std::move(node);
   return block;
@@ -95,6 +97,7 @@ void BlockPool::insert(Block* block) {
     unmapped_.insert(block);
     return;
   }
+  if (block->long_lived_hole) ++long_lived_holes_;
   if (spare_node_.empty()) {
     free_.insert(block);
     return;
@@ -110,6 +113,7 @@ void BlockPool::erase(Block* block) {
     return;
   }
   auto node = free_.extract(block);
+  if (!node.empty() && block->long_lived_hole) --long_lived_holes_;
   if (spare_node_.empty()) spare_node_ = std::move(node);
 }
 

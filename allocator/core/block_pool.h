@@ -82,6 +82,17 @@ class BlockPool {
   void for_each_free(Fn&& fn) const {
     for (Block* block : free_) fn(block);
   }
+  // Every free (mapped) block of `size` bytes or more, in BlockOrder: one search per stream.
+  template <typename Fn>
+  void for_each_free_of_at_least(std::size_t size, Fn&& fn) const {
+    for (auto it = free_.begin(); it != free_.end();) {
+      const cudaStream_t stream = (*it)->stream;
+      Block key = search_key(stream, size);
+      for (it = free_.lower_bound(&key); it != free_.end() && (*it)->stream == stream; ++it) {
+        fn(*it);
+      }
+    }
+  }
   // The free blocks of `stream` smaller than `size`, largest first, while fn returns true.
   template <typename Fn>
   void for_each_smaller(cudaStream_t stream, std::size_t size, Fn&& fn) const {
@@ -147,6 +158,9 @@ class BlockPool {
   UnmappedIndex unmapped_;
   std::vector<Block*> spare_;
   std::uint64_t search_count_ = 0;
+  // Free (mapped) blocks that are long-lived holes: a block's mark does not change while it is
+  // in the index (split_block, try_merge and map_block set it outside).
+  std::size_t long_lived_holes_ = 0;
 };
 
 // Splits `size` bytes off the front of `block`; returns the new block (from `pool`) holding

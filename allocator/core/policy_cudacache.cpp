@@ -350,16 +350,15 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   // neighbours (an unmapped page next to them would merge into them).
   std::size_t need = 0;
   std::size_t stretch = SIZE_MAX;
-  std::vector<const Block*> keep{candidate->prev};
   std::size_t bytes = 0;
+  const Block* chain_end = candidate;  // the last block of the chain
   for (const Block* block = candidate; block != nullptr && bytes < size; block = block->next) {
     if (!block->mapped) {
       need += std::min(block->size, size - bytes);
       stretch = std::min(stretch, block->size);
     }
     bytes += block->size;
-    keep.push_back(block);
-    keep.push_back(block->next);
+    chain_end = block;
   }
   if (need == 0) return;
   // A page of one block may move here only where it ends before the granule that holds the
@@ -387,9 +386,18 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     bool exclusive;
     std::uint64_t free_since;  // the block's gc_count_base: its pool's searches when it was freed
   };
+  // The chain and its neighbours keep their pages (built only now: most growths return above).
+  std::vector<const Block*> keep{candidate->prev};
+  for (const Block* block = candidate;; block = block->next) {
+    keep.push_back(block);
+    keep.push_back(block->next);
+    if (block == chain_end) break;
+  }
+  // No page smaller than 2 MiB (nor than `smallest`) exists: a smaller free block holds none.
+  const std::size_t least = std::max(smallest, kSmallPage);
   std::vector<Candidate> candidates;
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
-    pool->for_each_free([&](Block* block) {
+    pool->for_each_free_of_at_least(least, [&](Block* block) {
       if (std::find(keep.begin(), keep.end(), block) != keep.end()) return;
       block->segment->expandable->for_each_page_inside(
           block->address, block->size, [&](std::uintptr_t address, const Page& found) {

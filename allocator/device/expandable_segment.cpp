@@ -11,6 +11,7 @@ namespace cudacache {
 cudaError_t create_pages(SegmentBackend& backend, std::size_t bytes, std::size_t page_size,
                          std::vector<Page>* pages) {
   std::vector<Page> created;
+  if (page_size > 0) created.reserve((bytes + page_size - 1) / page_size);
   for (std::size_t done = 0; done < bytes;) {
     Page page{0, std::min(page_size, bytes - done)};
     if (const cudaError_t error = backend.create_page(page.size, &page.handle);
@@ -125,9 +126,11 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
     undo(pages.size());
     return error;
   }
+  // The new pages are adjacent: one search for where they go, not one per page.
+  const auto next = pages_.lower_bound(address);
   at = address;
   for (const Page& page : pages) {
-    pages_.emplace(at, page);
+    pages_.emplace_hint(next, at, page);
     if (page.exclusive) ++exclusive_pages_;
     at += page.size;
   }

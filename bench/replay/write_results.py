@@ -50,8 +50,17 @@ def parse_arguments():
     return parser.parse_args()
 
 
+# The times a run reports per event; of several repetitions of a run, the least of each is kept.
+TIMES_PER_EVENT = ("ns_per_event", "allocator_ns_per_event")
+
+
 def ns_per_event_by_run(bench):
-    """{(trace, allocator): ns per event} from bench_replay's JSON; fails on a skipped run."""
+    """{(trace, allocator): run} from bench_replay's JSON; fails on a skipped run.
+
+    With --benchmark_repetitions, a run's repetitions must agree on every counter but the times
+    per event, of which the least is kept: the machine is shared, and another process's load
+    only ever adds time (the repetitions are interleaved at random, so a burst of load does
+    not fall on one allocator's runs only)."""
     found = {}
     for run in bench["benchmarks"]:
         match = BENCHMARK_NAME.match(run["name"])
@@ -60,8 +69,31 @@ def ns_per_event_by_run(bench):
         key = (match["trace"], match["allocator"])
         if run.get("error_occurred"):
             sys.exit(f"write_results.py: {run['name']}: {run.get('error_message')}")
-        found[key] = run
+        if key not in found:
+            found[key] = dict(run, repetitions=1)
+            continue
+        kept = found[key]
+        for counter in ("device_calls", "device_mallocs_frees", "events"):
+            if run.get(counter) != kept.get(counter):
+                sys.exit(f"write_results.py: {run['name']}: repetitions disagree on {counter} "
+                         f"({kept.get(counter)} and {run.get(counter)})")
+        for time in TIMES_PER_EVENT:
+            if run.get(time) is not None and kept.get(time) is not None:
+                kept[time] = min(kept[time], run[time])
+            elif run.get(time) is not None or kept.get(time) is not None:
+                sys.exit(f"write_results.py: {run['name']}: {time} only in some repetitions")
+        kept["repetitions"] += 1
     return found
+
+
+def describe_repetitions(counts):
+    """How the times per event were taken, for the ns / event column's description."""
+    if not counts or counts == {1}:
+        return " (one run; the build machine is shared: times move with its load)."
+    low, high = min(counts), max(counts)
+    told = str(high) if low == high else f"{low}-{high}"
+    return (f", the least of {told} repetitions interleaved at random (the build machine is "
+            "shared, and another process's load only adds time).")
 
 
 def total_calls(result):
@@ -429,8 +461,9 @@ def main():
               "bench_replay times the replay loop itself, so its timings are unaffected",
               file=sys.stderr)
 
-    rows, call_rows, per_allocator = table_rows(replay, ns_per_event_by_run(bench),
-                                                args.traces)
+    runs = ns_per_event_by_run(bench)
+    rows, call_rows, per_allocator = table_rows(replay, runs, args.traces)
+    repetitions_text = describe_repetitions({run["repetitions"] for run in runs.values()})
     load = ", ".join(f"{value:.2f}" for value in bench["context"].get("load_avg", []))
     traces = len(replay["traces"])
     allocators = {result["allocator"] for trace in replay["traces"]
@@ -487,8 +520,8 @@ Columns:
   comparing allocators on a trace, not a measurement: it leaves out the time synchronizing
   calls wait for kernels, which a replay does not run.
 - **ns / event**: `bench_replay` (Google Benchmark, manual time of the replay loop only, a fresh
-  allocator per iteration), wall-clock time per alloc or free event (the build machine is
-  shared: times move with its load). `torch-*`: **{NOT_TIMED}**, not measured.
+  allocator per iteration), wall-clock time per alloc or free event{repetitions_text}
+  `torch-*`: **{NOT_TIMED}**, not measured.
   Each of their replays is a Python process issuing `torch.empty` / `del` through the
   interpreter, so a time per event would include the interpreter's overhead per call and
   would not compare with the in-process C++ replays; bench_replay does not run them.

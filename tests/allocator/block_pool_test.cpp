@@ -166,6 +166,49 @@ TEST(BlockPool, LongLivedRequestsTakeLongLivedHolesAndShortLivedOnesPassThemOver
   EXPECT_EQ(taken->address, 0x20000000u);
 }
 
+// The pool counts its long-lived holes to skip the lifetime search when it has none: the count
+// must follow takes, re-inserts and erases (also of a block it does not hold), or a long-lived
+// request would be placed by plain best fit while a hole waits.
+TEST(BlockPool, ALongLivedHoleIsStillFoundAfterHolesLeftAndCameBack) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  Block* plain = f.make(0x10000000, 100 * kMiB, nullptr);
+  Block* hole = f.make(0x20000000, 120 * kMiB, nullptr);
+  hole->long_lived_hole = true;
+  Block* elsewhere = f.make(0x30000000, 150 * kMiB, nullptr);  // never in the pool
+  elsewhere->long_lived_hole = true;
+  pool.insert(plain);
+  pool.insert(hole);
+  for (int round = 0; round < 3; ++round) {
+    Block* taken =
+        pool.take_best_fit(nullptr, 100 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kLong);
+    EXPECT_EQ(taken, hole) << "round " << round;  // not the exact fit beside it
+    pool.insert(taken);
+    pool.erase(elsewhere);  // not held: changes nothing
+  }
+  pool.erase(hole);
+  EXPECT_EQ(
+      pool.take_best_fit(nullptr, 100 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kLong),
+      plain);
+}
+
+TEST(BlockPool, FreeBlocksOfAtLeastASizeAreVisitedOnEveryStreamInOrder) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  pool.insert(f.make(0x1000000, 2 * kMiB, fake_stream(7)));
+  pool.insert(f.make(0x2000000, 6 * kMiB, fake_stream(7)));
+  pool.insert(f.make(0x3000000, 4 * kMiB, fake_stream(7)));
+  pool.insert(f.make(0x4000000, 1 * kMiB, fake_stream(8)));  // a stream with none large enough
+  pool.insert(f.make(0x5000000, 4 * kMiB, fake_stream(9)));
+  pool.insert(f.make(0x6000000, 3 * kMiB, fake_stream(9)));
+  std::vector<std::uintptr_t> seen;
+  pool.for_each_free_of_at_least(4 * kMiB, [&](Block* block) { seen.push_back(block->address); });
+  EXPECT_EQ(seen, (std::vector<std::uintptr_t>{0x3000000, 0x2000000, 0x5000000}));
+  seen.clear();
+  pool.for_each_free_of_at_least(7 * kMiB, [&](Block* block) { seen.push_back(block->address); });
+  EXPECT_TRUE(seen.empty());
+}
+
 // A hole the max_split_size rule forbids to split for the request is not taken over a block
 // that serves it.
 TEST(BlockPool, ALongLivedHoleTooLargeToSplitLeavesTheRequestToBestFit) {

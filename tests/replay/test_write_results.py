@@ -250,6 +250,26 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertIn("alpha / nocache: cudacache-replay counted 4 device_mallocs_frees",
                       completed.stderr)
 
+    def test_repetitions_keep_the_least_time_of_each_run(self):
+        self.assertIn("wall-clock time per alloc or free event (one run;", self.render())
+        # alpha / cub once more, slower in ns / event but faster in allocator ns / event.
+        self.bench["benchmarks"].append(bench_run("alpha", "cub", 650, device_calls=3,
+                                                  device_mallocs_frees=3,
+                                                  allocator_ns_per_event=420))
+        markdown = self.render()
+        row = table_row(section(markdown, "## Per trace"), ["", "", "", "", "cub"])
+        self.assertEqual(row[7:], ["3", "0.476", "600", "420"])
+        self.assertIn("the least of 1-2 repetitions interleaved at random", markdown)
+
+    def test_repetitions_must_replay_the_same_calls(self):
+        self.bench["benchmarks"].append(bench_run("alpha", "cub", 650, device_calls=4,
+                                                  device_mallocs_frees=3,
+                                                  allocator_ns_per_event=420))
+        with tempfile.TemporaryDirectory() as directory:
+            completed = write_results(directory, self.replay, self.bench)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("repetitions disagree on device_calls (3 and 4)", completed.stderr)
+
     def test_calls_not_counted_are_dashes(self):
         # A replay without cudasim's call counts (device_calls null) still renders.
         for t in self.replay["traces"]:
