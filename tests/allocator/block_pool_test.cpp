@@ -31,6 +31,12 @@ struct Fixture {
     owned.push_back(block);
     return block;
   }
+  // A free block left by a long-lived one (Note [Lifetime classes]), on the null stream.
+  Block* make_hole(std::uintptr_t address, std::size_t size) {
+    Block* block = make(address, size, nullptr);
+    block->long_lived_hole = true;
+    return block;
+  }
   ~Fixture() {
     for (Block* block : owned) delete block;
   }
@@ -131,15 +137,9 @@ TEST(BlockPool, SplitRemainderInheritsTheSegmentOrder) {
 TEST(BlockPool, LongLivedRequestsTakeLongLivedHolesAndShortLivedOnesPassThemOver) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);
-  auto make = [&](std::uintptr_t address, std::size_t size, bool hole) {
-    Block* block = f.make(address, size, nullptr);
-    block->long_lived_hole = hole;
-    pool.insert(block);
-    return block;
-  };
-  make(0x10000000, 100 * kMiB, true);   // the exact fit, left by a long-lived block
-  make(0x20000000, 120 * kMiB, false);  // left by short-lived ones
-  make(0x30000000, 150 * kMiB, true);
+  pool.insert(f.make_hole(0x10000000, 100 * kMiB));  // the exact fit, left by a long-lived block
+  pool.insert(f.make(0x20000000, 120 * kMiB, nullptr));  // left by short-lived ones
+  pool.insert(f.make_hole(0x30000000, 150 * kMiB));
   Block* taken =
       pool.take_best_fit(nullptr, 100 * kMiB, SIZE_MAX, FitRule::kLeastGrowable, Lifetime::kShort);
   ASSERT_NE(taken, nullptr);
@@ -173,10 +173,8 @@ TEST(BlockPool, ALongLivedHoleIsStillFoundAfterHolesLeftAndCameBack) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);
   Block* plain = f.make(0x10000000, 100 * kMiB, nullptr);
-  Block* hole = f.make(0x20000000, 120 * kMiB, nullptr);
-  hole->long_lived_hole = true;
-  Block* elsewhere = f.make(0x30000000, 150 * kMiB, nullptr);  // never in the pool
-  elsewhere->long_lived_hole = true;
+  Block* hole = f.make_hole(0x20000000, 120 * kMiB);
+  Block* elsewhere = f.make_hole(0x30000000, 150 * kMiB);  // never in the pool
   pool.insert(plain);
   pool.insert(hole);
   for (int round = 0; round < 3; ++round) {
@@ -215,8 +213,7 @@ TEST(BlockPool, ALongLivedHoleTooLargeToSplitLeavesTheRequestToBestFit) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);
   Block* plain = f.make(0x10000000, 32 * kMiB, nullptr);
-  Block* hole = f.make(0x20000000, 64 * kMiB, nullptr);
-  hole->long_lived_hole = true;
+  Block* hole = f.make_hole(0x20000000, 64 * kMiB);
   pool.insert(plain);
   pool.insert(hole);
   Block* taken =
@@ -228,8 +225,7 @@ TEST(BlockPool, ALongLivedHoleTooLargeToSplitLeavesTheRequestToBestFit) {
 TEST(BlockPool, SplitsKeepTheLongLivedHoleMarkAndMergesAndIt) {
   Fixture f;
   BlockPool pool(PoolKind::kLarge);
-  Block* whole = f.make(0x1000000, 40 * kMiB, nullptr);
-  whole->long_lived_hole = true;
+  Block* whole = f.make_hole(0x1000000, 40 * kMiB);
   f.segment.head = whole;
   Block* rest = split_block(whole, 10 * kMiB, pool);
   EXPECT_TRUE(rest->long_lived_hole);
