@@ -270,6 +270,15 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertNotEqual(completed.returncode, 0)
         self.assertIn("repetitions disagree on device_calls (3 and 4)", completed.stderr)
 
+    def test_repetitions_must_all_time_the_allocator_or_none(self):
+        # alpha / cub's first repetition has allocator_ns_per_event, this one has not.
+        self.bench["benchmarks"].append(bench_run("alpha", "cub", 650, device_calls=3,
+                                                  device_mallocs_frees=3))
+        with tempfile.TemporaryDirectory() as directory:
+            completed = write_results(directory, self.replay, self.bench)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("allocator_ns_per_event only in some repetitions", completed.stderr)
+
     def test_calls_not_counted_are_dashes(self):
         # A replay without cudasim's call counts (device_calls null) still renders.
         for t in self.replay["traces"]:
