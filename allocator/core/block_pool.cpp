@@ -117,6 +117,18 @@ void BlockPool::erase(Block* block) {
   if (spare_node_.empty()) spare_node_ = std::move(node);
 }
 
+void BlockPool::replace_unmapped(Block* block, Block* with) {
+  auto at = unmapped_.find(block);
+  if (at == unmapped_.end()) {
+    unmapped_.insert(with);
+    return;
+  }
+  const auto hint = std::next(at);
+  auto node = unmapped_.extract(at);
+  node.value() = with;
+  unmapped_.insert(hint, std::move(node));
+}
+
 std::size_t BlockPool::largest_free_block() const {
   // The last block of each stream is that stream's largest: one search per stream.
   std::size_t largest = 0;

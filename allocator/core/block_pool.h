@@ -114,6 +114,9 @@ class BlockPool {
   // Free blocks go to the free index, unmapped ones (block->mapped false) to the unmapped one.
   void insert(Block* block);
   void erase(Block* block);
+  // Puts `with` in the unmapped index where `block` was (same stream, no unmapped block
+  // between their addresses): one node moved, none freed or allocated.
+  void replace_unmapped(Block* block, Block* with);
   std::uint64_t search_count() const { return search_count_; }
   // The largest free (mapped) block of any stream: one search per stream (the last block of a
   // stream is its largest), not a walk of every free block.

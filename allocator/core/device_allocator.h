@@ -162,8 +162,13 @@ class DeviceAllocator {
   // Reads device_total_bytes_ from the device's properties once, as PyTorch does; the error
   // leaves it 0.
   cudaError_t read_device_memory() CUDACACHE_REQUIRES(mutex_);
-  bool map_block(Block* block, std::size_t size) CUDACACHE_REQUIRES(mutex_);
-  // Maps the unmapped blocks of the chain from `candidate` until it holds `size` bytes.
+  // Maps `size` bytes at the start of an unmapped block, which then merges with the free blocks
+  // beside it; false when less was mapped. The merged block goes back to its pool, unless
+  // `keep_out_of_pool` and all was mapped (the caller takes it: no insert then erase).
+  bool map_block(Block* block, std::size_t size, bool keep_out_of_pool = false)
+      CUDACACHE_REQUIRES(mutex_);
+  // Maps the unmapped blocks of the chain from `candidate` until it holds `size` bytes, and
+  // returns the chain's block taken out of its pool (nullptr, and nothing taken, on a failure).
   Block* map_chain(Block* candidate, std::size_t size) CUDACACHE_REQUIRES(mutex_);
   // Unmaps the whole pages inside [address, address + size) of a free block (all of it by
   // default), releasing them or handing them to *kept; returns the unmapped block, or nullptr.
@@ -297,7 +302,9 @@ class DeviceAllocator {
   std::uint64_t segments_created_ CUDACACHE_GUARDED_BY(mutex_) = 0;  // Block::segment_order
   std::vector<Page> moved_pages_ CUDACACHE_GUARDED_BY(mutex_);       // during one allocation only
   std::vector<std::size_t> planned_pages_ CUDACACHE_GUARDED_BY(mutex_);  // while a page is cut
-  bool new_pages_only_ CUDACACHE_GUARDED_BY(mutex_) = false;             // during grow_in_new_pages
+  // map_gathered_pages' list of pages to map, kept between growths (no host malloc per growth).
+  std::vector<Page> growth_pages_ CUDACACHE_GUARDED_BY(mutex_);
+  bool new_pages_only_ CUDACACHE_GUARDED_BY(mutex_) = false;  // during grow_in_new_pages
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   // The device's memory as cudaMemGetInfo last said (or as assumed before the first reading),

@@ -122,8 +122,7 @@ bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::si
 
 bool DeviceAllocator::create_planned_pages(std::vector<Page>* pages) {
   for (const std::size_t size : planned_pages_) {
-    std::vector<Page> created;
-    const cudaError_t error = create_pages(*backend_, size, size, &created);
+    const cudaError_t error = create_pages(*backend_, size, size, pages);  // one page
     if (error == cudaErrorMemoryAllocation) {
       device_reading_.valid = false;  // the device is fuller than the last reading says
       return false;
@@ -133,8 +132,7 @@ bool DeviceAllocator::create_planned_pages(std::vector<Page>* pages) {
       pages->clear();
       report::cuda_error("cuMemCreate", device_, error);
     }
-    created.front().exclusive = size > kSmallPage;
-    pages->push_back(created.front());
+    pages->back().exclusive = size > kSmallPage;
   }
   return true;
 }

@@ -272,7 +272,8 @@ Block* DeviceAllocator::most_free_growth_site(const Request& request) {
 
 bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, AddressRange* mapped,
                                          bool* complete) {
-  std::vector<Page> pages;
+  std::vector<Page>& pages = growth_pages_;  // never re-entered: nothing below maps a block
+  pages.clear();
   if (!planned_pages_.empty()) {  // a page being cut (Note [Pages of one block])
     *complete = create_planned_pages(&pages);
   } else {
@@ -479,11 +480,9 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     if (block == nullptr || !allocatable(block) || !block->mapped) return;
     const std::size_t moved = need - covered;
     if (!cut_own_page(block, cut->address, cut->size, {cut->size - moved})) return;
-    std::vector<Page> created;
-    const cudaError_t error = create_pages(*backend_, moved, moved, &created);
+    const cudaError_t error = create_pages(*backend_, moved, moved, &moved_pages_);  // one page
     if (error == cudaSuccess) {
-      created.front().exclusive = moved > kSmallPage;
-      moved_pages_.push_back(created.front());
+      moved_pages_.back().exclusive = moved > kSmallPage;
     } else if (error != cudaErrorMemoryAllocation) {
       report::cuda_error("cuMemCreate", device_, error);
     }

@@ -38,19 +38,31 @@ Block* DeviceAllocator::allocate_expandable(const Request& request) {
   // out-of-memory ladder; find_or_create_block releases what is left.
   Block* found = map_chain(candidate, request.size);
   if (found == nullptr) return nullptr;
-  request.pool->erase(found);
   return fit_own_pages(found, request);  // the growth may have merged with a free block after it
 }
 
 Block* DeviceAllocator::map_chain(Block* candidate, std::size_t size) {
-  if (!candidate->mapped && !map_block(candidate, std::min(candidate->size, size))) {
-    return nullptr;
+  BlockPool& pool = pool_of(*candidate);
+  // The mapping that completes the chain leaves its block out of the pool.
+  bool out_of_pool = false;
+  if (!candidate->mapped) {
+    out_of_pool = candidate->size >= size;
+    if (!map_block(candidate, std::min(candidate->size, size), out_of_pool)) return nullptr;
   }
   while (candidate->size < size) {
+    if (out_of_pool) {
+      // Not reached (a complete last mapping ends the chain); kept so that a failure below
+      // never leaves a free block out of its pool.
+      pool.insert(candidate);
+      out_of_pool = false;
+    }
     Block* next = candidate->next;  // unmapped: has_space() walked through it
-    if (!map_block(next, std::min(size - candidate->size, next->size))) return nullptr;
+    const bool last = candidate->size + next->size >= size;
+    if (!map_block(next, std::min(size - candidate->size, next->size), last)) return nullptr;
     candidate = next;  // it absorbed the old candidate
+    out_of_pool = last;
   }
+  if (!out_of_pool) pool.erase(candidate);
   return candidate;
 }
 
@@ -118,7 +130,7 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
   return block;
 }
 
-bool DeviceAllocator::map_block(Block* block, std::size_t size) {
+bool DeviceAllocator::map_block(Block* block, std::size_t size, bool keep_out_of_pool) {
   BlockPool& pool = pool_of(*block);
   ExpandableSegment& range = *block->segment->expandable;
   AddressRange mapped;
@@ -130,17 +142,17 @@ bool DeviceAllocator::map_block(Block* block, std::size_t size) {
     if (error == cudaErrorMemoryAllocation) return false;
     if (error != cudaSuccess) report::cuda_error("mapping pages", device_, error);
   }
-  pool.erase(block);
-  block->mapped = true;
   block->long_lived_hole = false;   // new memory (merged below with what is next to it)
-  if (mapped.size < block->size) {  // the rest stays unmapped, after the block
+  if (mapped.size < block->size) {  // the rest stays unmapped, after the block, in its place
     Block* rest = split_block(block, mapped.size, pool);
-    rest->mapped = false;
-    pool.insert(rest);
+    pool.replace_unmapped(block, rest);
+  } else {
+    pool.erase(block);
   }
+  block->mapped = true;
   for (Block* neighbour : {block->prev, block->next}) try_merge(block, neighbour, pool);
   block->gc_count_base = pool.search_count();
-  pool.insert(block);
+  if (!keep_out_of_pool || !complete) pool.insert(block);
 
   MemoryStats& stats = stats_.values();
   reserved_total_ += mapped.size;

@@ -8,31 +8,44 @@
 
 namespace cudacache {
 
-cudaError_t create_pages(SegmentBackend& backend, std::size_t bytes, std::size_t page_size,
-                         std::vector<Page>* pages) {
-  std::vector<Page> created;
-  if (page_size > 0) created.reserve((bytes + page_size - 1) / page_size);
-  for (std::size_t done = 0; done < bytes;) {
-    Page page{0, std::min(page_size, bytes - done)};
-    if (const cudaError_t error = backend.create_page(page.size, &page.handle);
-        error != cudaSuccess) {
-      release_pages(backend, created);
-      return error;
-    }
-    created.push_back(page);
-    done += page.size;
-  }
-  pages->insert(pages->end(), created.begin(), created.end());
-  return cudaSuccess;
-}
+namespace {
 
-void release_pages(SegmentBackend& backend, const std::vector<Page>& pages) {
-  for (const Page& page : pages) {
-    if (const cudaError_t error = backend.release_page(page.handle); error != cudaSuccess) {
+// Releases pages (logging failures).
+void release_page_range(SegmentBackend& backend, std::vector<Page>::const_iterator first,
+                        std::vector<Page>::const_iterator last) {
+  for (; first != last; ++first) {
+    if (const cudaError_t error = backend.release_page(first->handle); error != cudaSuccess) {
       logger().error("device {}: cuMemRelease failed: {}", backend.device(),
                      device_api::error_string(error));
     }
   }
+}
+
+}  // namespace
+
+cudaError_t create_pages(SegmentBackend& backend, std::size_t bytes, std::size_t page_size,
+                         std::vector<Page>* pages) {
+  // Appended in place (a growth's path makes no allocation for them); on an error, what this
+  // call appended is released and removed.
+  const std::size_t first = pages->size();
+  if (page_size > 0) pages->reserve(first + (bytes + page_size - 1) / page_size);
+  for (std::size_t done = 0; done < bytes;) {
+    Page page{0, std::min(page_size, bytes - done)};
+    if (const cudaError_t error = backend.create_page(page.size, &page.handle);
+        error != cudaSuccess) {
+      release_page_range(backend, pages->begin() + static_cast<std::ptrdiff_t>(first),
+                         pages->end());
+      pages->resize(first);
+      return error;
+    }
+    pages->push_back(page);
+    done += page.size;
+  }
+  return cudaSuccess;
+}
+
+void release_pages(SegmentBackend& backend, const std::vector<Page>& pages) {
+  release_page_range(backend, pages.begin(), pages.end());
 }
 
 std::unique_ptr<ExpandableSegment> ExpandableSegment::reserve(SegmentBackend& backend,
@@ -163,7 +176,7 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     }
   }
   unmapped->address = first->first;
-  auto erase_page = [this](std::map<std::uintptr_t, Page>::iterator at) {
+  auto erase_page = [this](PageIndex::iterator at) {
     if (at->second.exclusive) --exclusive_pages_;
     return pages_.erase(at);
   };

@@ -18,6 +18,7 @@
 // room, and moves unmapped pages to other ranges: Note [Moving pages] in policy_cudacache.cpp).
 #pragma once
 
+#include "node_arena.h"
 #include "segment_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -110,8 +111,13 @@ class ExpandableSegment {
   const std::size_t size_;
   const std::size_t page_size_;
   const cudaStream_t stream_;
-  std::map<std::uintptr_t, Page> pages_;  // mapped pages by address
-  std::size_t exclusive_pages_ = 0;       // how many of them are pages of one block
+  // The page index's nodes: a growth maps pages without a host malloc per page (declared
+  // before the index, which it must outlive).
+  NodeArena page_nodes_;
+  using PageIndex = std::map<std::uintptr_t, Page, std::less<>,
+                             ArenaAllocator<std::pair<const std::uintptr_t, Page>>>;
+  PageIndex pages_{PageIndex::allocator_type(&page_nodes_)};  // mapped pages by address
+  std::size_t exclusive_pages_ = 0;  // how many of them are pages of one block
 };
 
 }  // namespace cudacache

@@ -207,6 +207,41 @@ TEST(BlockPool, FreeBlocksOfAtLeastASizeAreVisitedOnEveryStreamInOrder) {
   EXPECT_TRUE(seen.empty());
 }
 
+// A growth maps the start of an unmapped stretch and leaves the rest, split off, where the
+// stretch was in the unmapped index; the index still finds every stretch in address order and
+// can erase the rest. A block the index does not hold is simply inserted.
+TEST(BlockPool, AnUnmappedRestTakesItsStretchsPlace) {
+  Fixture f;
+  BlockPool pool(PoolKind::kLarge);
+  auto unmapped = [&](std::uintptr_t address) {
+    Block* block = f.make(address, 8 * kMiB, nullptr);
+    block->mapped = false;
+    pool.insert(block);
+    return block;
+  };
+  unmapped(0x1000000);
+  Block* stretch = unmapped(0x2000000);
+  unmapped(0x3000000);
+  Block* rest = f.make(0x2400000, 4 * kMiB, nullptr);
+  rest->mapped = false;
+  pool.replace_unmapped(stretch, rest);
+  auto addresses = [&] {
+    std::vector<std::uintptr_t> seen;
+    pool.for_each_unmapped(nullptr, [&](Block* block) {
+      seen.push_back(block->address);
+      return true;
+    });
+    return seen;
+  };
+  EXPECT_EQ(addresses(), (std::vector<std::uintptr_t>{0x1000000, 0x2400000, 0x3000000}));
+  pool.erase(rest);
+  EXPECT_EQ(addresses(), (std::vector<std::uintptr_t>{0x1000000, 0x3000000}));
+  Block* other = f.make(0x2800000, 2 * kMiB, nullptr);
+  other->mapped = false;
+  pool.replace_unmapped(stretch, other);  // `stretch` is no longer held: `other` is inserted
+  EXPECT_EQ(addresses(), (std::vector<std::uintptr_t>{0x1000000, 0x2800000, 0x3000000}));
+}
+
 // A hole the max_split_size rule forbids to split for the request is not taken over a block
 // that serves it.
 TEST(BlockPool, ALongLivedHoleTooLargeToSplitLeavesTheRequestToBestFit) {

@@ -298,6 +298,37 @@ TEST_F(ExpandableSegments, PageAcrossFindsOnlyThePageAroundAPoint) {
   EXPECT_FALSE(segment->page_across(base + 12 * kMiB).has_value());  // an unmapped stretch
 }
 
+// create_pages appends to the caller's list (a growth collects moved and new pages in one
+// reused vector); a failure releases and removes only the pages this call created.
+TEST_F(ExpandableSegments, CreatingPagesAppendsAndAFailureTakesBackOnlyItsOwn) {
+  PageRange range;
+  ASSERT_NE(range.segment, nullptr);
+  const std::uint64_t before = sim_counters().in_use_bytes;
+  struct Created {  // released however the test ends (the fault sweep fails calls it did not)
+    SegmentBackend& backend;
+    std::vector<Page> pages;
+    ~Created() { release_pages(backend, pages); }
+  } created{*range.backend, {}};
+  std::vector<Page>& pages = created.pages;
+  ASSERT_EQ(create_pages(*range.backend, 4 * kMiB, 2 * kMiB, &pages), cudaSuccess);
+  ASSERT_EQ(pages.size(), 2u);
+  const std::vector<Page> first = pages;
+  ASSERT_EQ(create_pages(*range.backend, 6 * kMiB, 2 * kMiB, &pages), cudaSuccess);
+  ASSERT_EQ(pages.size(), 5u);  // appended after the first two, which are unchanged
+  EXPECT_EQ(pages[0].handle, first[0].handle);
+  EXPECT_EQ(pages[1].handle, first[1].handle);
+  EXPECT_EQ(sim_counters().in_use_bytes - before, 10 * kMiB);
+  // The second page of the next call fails: the first it made goes back, the five stay.
+  ASSERT_EQ(cudasim_fail_nth_call(0, "create", 2), 0);
+  EXPECT_NE(create_pages(*range.backend, 6 * kMiB, 2 * kMiB, &pages), cudaSuccess);
+  ASSERT_EQ(cudasim_fail_nth_call(0, "create", 0), 0);
+  EXPECT_EQ(pages.size(), 5u);
+  EXPECT_EQ(sim_counters().in_use_bytes - before, 10 * kMiB);
+  release_pages(*range.backend, pages);
+  pages.clear();
+  EXPECT_EQ(sim_counters().in_use_bytes, before);
+}
+
 // has_exclusive_pages() lets the allocation path skip page_across() while no page of one
 // block is mapped: it follows every map and unmap.
 TEST_F(ExpandableSegments, KnowsWhetherAPageOfOneBlockIsMapped) {

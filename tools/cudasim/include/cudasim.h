@@ -98,9 +98,11 @@ CUDASIM_WEAK int cudasim_get_call_counts(int device, cudasim_call_counts* out);
 
 /* Nanoseconds the calling thread has spent inside the calls cudasim_call_counts counts (on
  * every device, failed calls and the wait for cudasim's lock included) since the thread
- * started; never reset. cudasim's cost per call (a real mmap, mprotect or fallocate for the VMM
- * calls) is not a GPU's, so a benchmark subtracts this from its time to time the caller's own
- * work, and weighs the calls by a GPU's cost per call instead. */
+ * started; never reset. Each call counts from its first reading of the clock to its last, plus
+ * what one reading takes (measured once): the halves of the two readings outside that interval
+ * are cudasim's time, not its caller's. cudasim's cost per call (a real mmap, mprotect or fallocate
+ * for the VMM calls) is not a GPU's, so a benchmark subtracts this from its time to time the
+ * caller's own work, and weighs the calls by a GPU's cost per call instead. */
 CUDASIM_WEAK uint64_t cudasim_thread_call_ns(void);
 
 /* Capacity of a device in bytes. Lowering it below what is in use is allowed: further

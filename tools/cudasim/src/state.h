@@ -193,9 +193,9 @@ extern const NamedCallKind kCallKinds[14];
 // The kind called `name`, or nullptr.
 CallKind call_kind_named(const char* name);
 [[nodiscard]] bool count_call(State& s, int device, CallKind kind);
-// Adds the time from its construction to its destruction to the calling thread's total
-// (cudasim_thread_call_ns). Every function that counts a call starts with one, before taking
-// the lock, so that waiting for it counts too.
+// Adds the time from its construction to its destruction, and one reading of the clock, to
+// the calling thread's total (cudasim_thread_call_ns). Every function that counts a call starts
+// with one, before taking the lock, so that waiting for it counts too.
 class CallClock {
  public:
   CallClock();
