@@ -230,12 +230,31 @@ TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
                                        "events_replayed",
                                        "seconds",
                                        "simulator_call_seconds",
-                                       "events_per_second"};
+                                       "events_per_second",
+                                       "split_time"};
   for (const Json& result : trace.at("results").array) {
     std::set<std::string> keys;
     for (const auto& [key, value] : result.object) keys.insert(key);
     EXPECT_EQ(keys, expected) << result.at("allocator").text;
   }
+}
+
+// --split-time: nocache calls the device on each of the small trace's 4 events; without the flag
+// split_time is null.
+TEST_F(Cli, SplitTimeCountsTheEventsThatCalledTheDevice) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run =
+      run_tool("--allocators nocache --split-time --json " + path("split.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("nocache: "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find(" in 4 events with device calls, - in 0 without"), std::string::npos)
+      << run.output;
+  const Json& split = first_result(path("split.json")).at("split_time");
+  EXPECT_EQ(split.at("calling_events").number, 4);
+  EXPECT_EQ(split.at("other_events").number, 0);
+  EXPECT_GT(split.at("calling_seconds").number, 0);
+  ASSERT_EQ(run_tool("--allocators nocache --json " + path("plain.json") + " " + csv).exit_code, 0);
+  EXPECT_EQ(first_result(path("plain.json")).at("split_time").type, Json::Type::kNull);
 }
 
 // cudasim counts every call by kind: on the small trace nocache makes one cudaMalloc per alloc

@@ -66,6 +66,29 @@ TEST_F(Replayer, ProgressReachesTheEnd) {
   EXPECT_EQ(last_total, 4u);
 }
 
+TEST_F(Replayer, SplitTimeSortsEventsByWhetherTheyCalledTheDevice) {
+  // The same 4 MiB block twice: the caching allocator calls the device for the first
+  // allocation only, nocache for every allocation and every free.
+  const Trace trace = parse_trace_csv(
+      "op,id,size,stream\nalloc,0,4194304,0\nfree,0,4194304,0\nalloc,1,4194304,0\n"
+      "free,1,4194304,0\n",
+      "twice.csv");
+  ReplayRecording recording;
+  recording.split_time = true;
+  const ReplayResult caching = replay_trace(trace, "pytorch", 64 * kMiB, {}, recording);
+  ASSERT_TRUE(caching.split_time);
+  EXPECT_EQ(caching.split_time->calling_events, 1u);
+  EXPECT_EQ(caching.split_time->other_events, 3u);
+  EXPECT_GT(caching.split_time->calling_seconds, 0.0);
+  const ReplayResult nocache = replay_trace(trace, "nocache", 64 * kMiB, {}, recording);
+  ASSERT_TRUE(nocache.split_time);
+  EXPECT_EQ(nocache.split_time->calling_events, 4u);
+  EXPECT_EQ(nocache.split_time->other_events, 0u);
+  EXPECT_EQ(nocache.split_time->other_seconds, 0.0);
+  // Not asked for: not measured (a plain replay's loop reads no clock per event).
+  EXPECT_FALSE(replay_trace(trace, "pytorch", 64 * kMiB).split_time);
+}
+
 TEST(SyntheticWorkload, IsAValidTrainingTrace) {
   TransformerShape shape =
       TransformerShape::parse("layers:2,hidden:64,heads:2,seq:16,batch:2,vocab:100,steps:2");

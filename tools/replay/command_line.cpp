@@ -110,6 +110,10 @@ std::string usage_text() {
       "  --json FILE         write every figure as JSON, with a \"context\" block (tool,\n"
       "                      version, date, host, inputs, each allocator's configuration);\n"
       "                      with --json - the JSON goes to stdout and the tables to stderr\n"
+      "  --split-time        time each event alone and print each allocator's own time per\n"
+      "                      event (device calls taken out) for the events that called the\n"
+      "                      device and for the rest (cudasim only; adds two clock readings\n"
+      "                      per event, so the table's time is not comparable then)\n"
       "  --html FILE         write one self-contained HTML page: per trace, memory over\n"
       "                      time of every allocator (requested, allocated, reserved), its\n"
       "                      device calls by kind and, with --min-capacity, its smallest\n"
@@ -170,6 +174,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_option("--capacity", capacity);
   app.add_option("--capacity-factor", capacity_factor);
   app.add_flag("--min-capacity", line.min_capacity);
+  app.add_flag("--split-time", line.split_time);
   app.add_option("--json", line.json_path);
   app.add_option("--synthetic", line.synthetic_spec);
   app.add_option("--html", line.html_path);

@@ -25,7 +25,8 @@ struct CommandLine {
   // the capacity resolution (2 MiB); exclusive with --capacity.
   std::optional<double> capacity_factor;
   bool min_capacity = false;
-  std::optional<std::string> json_path;       // "-" = stdout (the tables then go to stderr)
+  bool split_time = false;               // --split-time: allocator time per event, calling vs not
+  std::optional<std::string> json_path;  // "-" = stdout (the tables then go to stderr)
   std::optional<std::string> convert_path;    // --convert PICKLE ("-" = stdin)
   std::optional<std::string> output_path;     // -o OUT.csv ("-" = stdout)
   std::optional<std::string> synthetic_spec;  // --synthetic SPEC (also implied by no trace)

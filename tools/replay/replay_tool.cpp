@@ -106,7 +106,7 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
       continue;
     }
     const ReplayRecording recording{line.html_path.has_value(), kTimelinePoints,
-                                    line.memory_viz_dir.has_value()};
+                                    line.memory_viz_dir.has_value(), line.split_time};
     ReplayResult result = replay_trace(
         trace, allocator, capacity,
         [&](std::size_t done, std::size_t total) { bar.update(label, done, total); }, recording);

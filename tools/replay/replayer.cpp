@@ -43,6 +43,23 @@ class TraceStreams {
   std::vector<cudaStream_t> streams_;
 };
 
+// Adds one event, started at `start` with the thread's call total at `call_ns_before`, to the
+// side of `split` it belongs to.
+void add_event_time(ReplayResult::SplitTime& split, std::chrono::steady_clock::time_point start,
+                    std::uint64_t call_ns_before) {
+  const auto stop = std::chrono::steady_clock::now();
+  const std::uint64_t call_ns = thread_device_call_ns().value_or(call_ns_before) - call_ns_before;
+  const double seconds = std::chrono::duration<double>(stop - start).count();
+  const double own = std::max(0.0, seconds - static_cast<double>(call_ns) * 1e-9);
+  if (call_ns > 0) {
+    ++split.calling_events;
+    split.calling_seconds += own;
+  } else {
+    ++split.other_events;
+    split.other_seconds += own;
+  }
+}
+
 std::uint64_t round_up(std::uint64_t value, std::uint64_t step) {
   return (value + step - 1) / step * step;
 }
@@ -72,10 +89,19 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     std::uint64_t live_requested = 0;
     reset_device_counters();
     const std::optional<std::uint64_t> call_ns_before = thread_device_call_ns();
+    // Off cudasim there is no call time to tell the two kinds of event apart.
+    std::optional<ReplayResult::SplitTime> split;
+    if (recording.split_time && call_ns_before) split.emplace();
     const auto start = std::chrono::steady_clock::now();
     std::size_t i = 0;
     for (; i < total; ++i) {
       const TraceEvent& event = trace.events[i];
+      std::uint64_t event_call_ns = 0;
+      std::chrono::steady_clock::time_point event_start;
+      if (split) {
+        event_call_ns = thread_device_call_ns().value_or(0);
+        event_start = std::chrono::steady_clock::now();
+      }
       if (progress && i % kProgressInterval == 0) progress(i, total);
       switch (event.op) {
         case TraceOp::kAlloc:
@@ -94,6 +120,7 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
           break;
         case TraceOp::kEmptyCache: allocator->empty_cache(); break;
       }
+      if (split) add_event_time(*split, event_start, event_call_ns);
       if (timeline) {
         if (event.op == TraceOp::kAlloc && !result.oom) live_requested += event.size;
         if (event.op == TraceOp::kFree) live_requested -= event.size;
@@ -107,6 +134,7 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
         call_ns && call_ns_before) {
       result.simulator_call_seconds = static_cast<double>(*call_ns - *call_ns_before) * 1e-9;
     }
+    result.split_time = split;
     result.events_replayed = result.oom ? i + 1 : total;
     if (progress) progress(result.events_replayed, total);
 

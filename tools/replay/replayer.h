@@ -45,6 +45,17 @@ struct ReplayResult {
   // Only when ReplayRecording asked for them (--html, --memory-viz).
   std::optional<Timeline> timeline;
   std::optional<ReplaySnapshot> snapshot;  // taken after the last event, before the cleanup
+  // Only with ReplayRecording::split_time (--split-time): the allocator's own time split
+  // between the events that made a timed device call (a growth, a move, a release) and those
+  // that made none (a cache hit, a free). Each event is timed on its own, which adds two
+  // clock readings per event to `seconds`: compare these with each other, not with `seconds`.
+  struct SplitTime {
+    std::size_t calling_events = 0;
+    double calling_seconds = 0.0;  // without the time inside the calls
+    std::size_t other_events = 0;
+    double other_seconds = 0.0;
+  };
+  std::optional<SplitTime> split_time;
 
   // The device calls weighted by the cost table (device_call_costs.h): an estimate of the time
   // a GPU driver would spend in them, not a measurement.
@@ -69,7 +80,8 @@ struct ReplayResult {
 struct ReplayRecording {
   bool timeline = false;  // ReplayResult::timeline, for --html
   std::size_t timeline_points = kTimelinePoints;
-  bool snapshot = false;  // ReplayResult::snapshot, for --memory-viz
+  bool snapshot = false;    // ReplayResult::snapshot, for --memory-viz
+  bool split_time = false;  // ReplayResult::split_time, for --split-time (cudasim only)
 };
 
 // Replays `trace` through a fresh allocator `allocator_name`. With `capacity_bytes`, the

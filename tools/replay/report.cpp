@@ -206,6 +206,16 @@ void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t p
   }
   out << ", \"events_per_second\": ";
   write_json_double(out, r.events_per_second());
+  out << ", \"split_time\": ";
+  if (r.split_time) {
+    out << "{\"calling_events\": " << r.split_time->calling_events << ", \"calling_seconds\": ";
+    write_json_double(out, r.split_time->calling_seconds);
+    out << ", \"other_events\": " << r.split_time->other_events << ", \"other_seconds\": ";
+    write_json_double(out, r.split_time->other_seconds);
+    out << "}";
+  } else {
+    out << "null";
+  }
   out << "}";
 }
 
@@ -301,6 +311,31 @@ std::string format_bytes(std::uint64_t bytes) {
   return format_fixed(value, 2) + " " + kUnits[unit];
 }
 
+namespace {
+
+// --split-time: each allocator's own time per event (cudasim's call time taken out), for the
+// events that made a device call and for the rest.
+void print_split_time(const TraceReport& report, std::ostream& out) {
+  auto per_event = [](double seconds, std::size_t events) {
+    return events == 0 ? std::string("-")
+                       : format_fixed(seconds * 1e9 / static_cast<double>(events), 0);
+  };
+  bool header = false;
+  for (const ReplayResult& r : report.results) {
+    if (!r.split_time) continue;
+    if (!header) {
+      out << "   allocator ns / event (each event timed alone, device calls taken out):\n";
+      header = true;
+    }
+    const ReplayResult::SplitTime& s = *r.split_time;
+    out << "   " << r.allocator << ": " << per_event(s.calling_seconds, s.calling_events) << " in "
+        << s.calling_events << " events with device calls, "
+        << per_event(s.other_seconds, s.other_events) << " in " << s.other_events << " without\n";
+  }
+}
+
+}  // namespace
+
 void print_table(const TraceReport& report, std::ostream& out) {
   out << "== " << report.name << "\n   " << report.events << " events (" << report.allocs
       << " allocs, " << report.frees << " frees, " << report.empty_cache_calls << " empty_cache), "
@@ -340,6 +375,7 @@ void print_table(const TraceReport& report, std::ostream& out) {
     if (r.oom) out << "   " << r.allocator << " ran out of memory: " << r.oom_message << "\n";
   }
   print_calls_by_kind(report, out);
+  print_split_time(report, out);
   out << '\n';
 }
 
