@@ -96,13 +96,13 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     std::size_t i = 0;
     for (; i < total; ++i) {
       const TraceEvent& event = trace.events[i];
+      if (progress && i % kProgressInterval == 0) progress(i, total);
       std::uint64_t event_call_ns = 0;
       std::chrono::steady_clock::time_point event_start;
       if (split) {
         event_call_ns = thread_device_call_ns().value_or(0);
         event_start = std::chrono::steady_clock::now();
       }
-      if (progress && i % kProgressInterval == 0) progress(i, total);
       switch (event.op) {
         case TraceOp::kAlloc:
           try {
