@@ -274,6 +274,139 @@ one) with their estimated time on a GPU.
 """
 
 
+# Issue #11's targets for cudacache's own policy ("done when"), checked trace by trace.
+HELD_LIMIT = 1.10  # peak reserved / peak requested with room, or CUB's where that is larger
+MEMORY_LIMIT = 1.01  # smallest device / peak requested, or nocache's + 4 MiB where larger
+MEMORY_SLACK_BYTES = 4 << 20
+TIE_RATIO = 1.002  # a tie with torch-expandable or CUB: within 0.2 % ...
+TIE_BYTES = 2 << 20  # ... or one 2 MiB step
+SPEED_LIMIT = 1.25  # allocator ns / event over the pytorch policy's
+
+
+def by_allocator(trace):
+    return {result["allocator"]: result for result in trace["results"]}
+
+
+def expandable_reference(results):
+    """PyTorch's expandable segments: PyTorch itself where it ran, else cudacache set to its
+    policy (the same calls, call for call)."""
+    return results.get("torch-expandable") or results.get("pytorch-expandable")
+
+
+def verdict(met, text):
+    return f"met ({text})" if met else f"**missing** ({text})"
+
+
+def memory_cell(trace, results):
+    own, expandable, cub = results["cudacache"], expandable_reference(results), results["cub"]
+    if own["min_capacity_bytes"] is None:
+        return "**missing** (no device found)"
+    floor = max(MEMORY_LIMIT * trace["peak_requested_bytes"],
+                (results["nocache"]["min_capacity_bytes"] or 0) + MEMORY_SLACK_BYTES)
+    met = own["min_capacity_bytes"] <= floor
+    for other in (expandable, cub):
+        if other["min_capacity_bytes"] is not None:
+            met = met and (own["min_capacity_over_requested"] <=
+                           other["min_capacity_over_requested"] * TIE_RATIO or
+                           own["min_capacity_bytes"] <= other["min_capacity_bytes"] + TIE_BYTES)
+    def shown(result):
+        ratio = result["min_capacity_over_requested"]
+        return "none found" if ratio is None else f"{ratio:.4f}"
+
+    return verdict(met, f"{shown(own)}; te {shown(expandable)}, cub {shown(cub)}")
+
+
+def calls_cell(own, expandable):
+    """cudacache's estimated device-call time against te's (both completed)."""
+    own_s = own["estimated_device_call_seconds"]
+    expandable_s = expandable["estimated_device_call_seconds"]
+    if own_s is None or expandable_s is None:
+        return "calls not counted"
+    return verdict(own_s <= expandable_s,
+                   f"{own_s * 1e3:,.1f} vs te {expandable_s * 1e3:,.1f} ms")
+
+
+def pressure_cell(trace):
+    results = by_allocator(trace)
+    own, expandable = results.get("cudacache"), expandable_reference(results)
+    if own is None or expandable is None:
+        return "not run"
+    others_complete = any(not r["oom"] for name, r in results.items() if name != "cudacache")
+    if own["oom"]:
+        return verdict(not others_complete, "out of memory")
+    if expandable["oom"]:
+        return verdict(True, "te out of memory")
+    return calls_cell(own, expandable)
+
+
+def speed_cell(trace_name, runs):
+    own, native = runs.get((trace_name, "cudacache")), runs.get((trace_name, "pytorch"))
+    if own is None or native is None or not own.get("allocator_ns_per_event") or \
+            not native.get("allocator_ns_per_event"):
+        return "not measured"
+    ratio = own["allocator_ns_per_event"] / native["allocator_ns_per_event"]
+    return verdict(ratio <= SPEED_LIMIT, f"{ratio:.2f} x")
+
+
+def targets_section(replay, pressure, runs):
+    """The targets of issue #11 per trace: cudacache against torch-expandable, CUB, nocache and
+    the pytorch policy. Empty when this run lacks one of them."""
+    pressure_traces = {t["name"]: t for t in pressure["traces"]} if pressure else {}
+    rows = []
+    memory_ratios = {"cudacache": [], "te": [], "cub": []}
+    for trace in replay["traces"]:
+        results = by_allocator(trace)
+        if not {"cudacache", "cub", "nocache"} <= results.keys() or \
+                expandable_reference(results) is None:
+            return ""
+        own, cub = results["cudacache"], results["cub"]
+        memory = memory_cell(trace, results)
+        for key, result in (("cudacache", own), ("te", expandable_reference(results)),
+                            ("cub", cub)):
+            if result["min_capacity_over_requested"] is not None:
+                memory_ratios[key].append(result["min_capacity_over_requested"])
+        held = own["peak_reserved_bytes"] / trace["peak_requested_bytes"]
+        cub_held = cub["peak_reserved_bytes"] / trace["peak_requested_bytes"]
+        name = trace["name"]
+        rows.append([
+            f"`{name}`", memory,
+            verdict(held <= max(HELD_LIMIT, cub_held), f"{held:.3f}"),
+            calls_cell(own, expandable_reference(results)),
+            pressure_cell(pressure_traces[name]) if name in pressure_traces else "not run",
+            speed_cell(name, runs)])
+    means = {key: geometric_mean(values) if len(values) == len(rows) else None
+             for key, values in memory_ratios.items()}
+    if None in means.values():
+        mean_text = "not every allocator found a smallest device on every trace"
+    else:
+        below = means["cudacache"] < min(means["te"], means["cub"])
+        mean_text = (f"cudacache {means['cudacache']:.4f}, te {means['te']:.4f}, "
+                     f"cub {means['cub']:.4f}: " + ("met" if below else "**missing**"))
+    return f"""## The targets of cudacache's own policy, trace by trace
+
+Issue #11's "done when", checked on this run's figures (te: torch-expandable, or
+pytorch-expandable where PyTorch did not run; the two make the same calls):
+- **smallest device**: cudacache's min cap / peak req at most {MEMORY_LIMIT:g}, or nocache's
+  smallest device + 4 MiB where that is larger, and no larger than te's and CUB's (within
+  0.2 % or one 2 MiB step);
+- **held with room**: peak reserved / peak req on the default device at most {HELD_LIMIT:.2f}, or
+  CUB's where that is larger;
+- **calls with room**: estimated device-call time on the default device no larger than te's;
+- **calls under pressure**: on the device of the pressure table, cudacache completes wherever
+  another allocator does, with an estimated time no larger than te's wherever both complete;
+- **speed**: allocator ns / event (cudasim's calls left out: their cost on a GPU is the
+  estimated time) at most {SPEED_LIMIT:g} x the pytorch policy's.
+
+Geometric mean of the smallest devices (cudacache below both te's and CUB's): {mean_text}.
+
+{markdown_table(
+    ["trace", "smallest device", "held with room", "calls with room", "calls under pressure",
+     "speed"],
+    rows, ["---", "---", "---", "---", "---", "---"])}
+
+"""
+
+
 def sized_runs(arguments):
     """[(factor, replay JSON)] from FACTOR=FILE arguments, in the order given."""
     runs = []
@@ -449,6 +582,10 @@ def main():
         sys.exit("write_results.py: --pressure-json and --pressure-factor go together")
     later_sections = (pressure_section(args.pressure_json, args.pressure_factor) +
                       sized_section(sized_runs(args.sized_json)))
+    pressure = None
+    if args.pressure_json is not None:
+        with open(args.pressure_json, encoding="utf-8") as f:
+            pressure = json.load(f)
     with open(args.replay_json, encoding="utf-8") as f:
         replay = json.load(f)
     with open(args.bench_json, encoding="utf-8") as f:
@@ -462,6 +599,7 @@ def main():
               file=sys.stderr)
 
     runs = ns_per_event_by_run(bench)
+    later_sections = targets_section(replay, pressure, runs) + later_sections
     rows, call_rows, per_allocator = table_rows(replay, runs, args.traces)
     repetitions_text = describe_repetitions({run["repetitions"] for run in runs.values()})
     load = ", ".join(f"{value:.2f}" for value in bench["context"].get("load_avg", []))

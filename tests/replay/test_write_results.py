@@ -293,6 +293,86 @@ class WriteResultsFromJson(unittest.TestCase):
                          ["-", "-"])
 
 
+class TargetsOfTheOwnPolicy(unittest.TestCase):
+    """The section that checks issue #11's targets trace by trace."""
+
+    @staticmethod
+    def own_policy_trace(name, own, expandable, cub, nocache):
+        """A trace of 3 MiB peak with the four allocators the targets compare, each given as
+        (min capacity MiB, peak reserved bytes, estimated seconds)."""
+        results = []
+        for allocator, (min_mib, reserved, estimate) in (
+                ("cudacache", own), ("pytorch-expandable", expandable), ("cub", cub),
+                ("nocache", nocache)):
+            r = result(allocator, calls(create=1), estimate, 0, 0, min_ratio=min_mib / 3)
+            r.update(min_capacity_bytes=min_mib << 20, peak_reserved_bytes=reserved)
+            results.append(r)
+        return trace(name, results)
+
+    def render(self, replay, bench_runs, pressure=None):
+        bench = {"context": {"cuda_runtime": "cudasim"}, "benchmarks": bench_runs}
+        with tempfile.TemporaryDirectory() as directory:
+            completed = write_results(directory, replay, bench, pressure=pressure)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        return completed.stdout
+
+    def runs(self, name, own_ns, native_ns):
+        return [bench_run(name, allocator, 1000, device_calls=1, device_mallocs_frees=0,
+                          allocator_ns_per_event=ns)
+                for allocator, ns in (("cudacache", own_ns), ("pytorch", native_ns))] + [
+                    bench_run(name, allocator, 1000, device_calls=1, device_mallocs_frees=0,
+                              allocator_ns_per_event=100)
+                    for allocator in ("pytorch-expandable", "cub", "nocache")]
+
+    def test_each_target_met_or_missing_per_trace(self):
+        mib = 1 << 20
+        # alpha meets every target: the smallest device ties CUB's, holds 1.05 x its peak,
+        # fewer calls than te, 1.20 x the native policy's time.
+        alpha = self.own_policy_trace("alpha", (4, int(3.15 * mib), 0.001), (6, 0, 0.002),
+                                      (4, 0, 0.0), (4, 0, 0.0))
+        # beta misses every one: 12 MiB where CUB needs 4 (and nocache + 4 MiB is 8), holds
+        # 4/3 x its peak (CUB 1 x), more calls than te, runs out of memory under pressure
+        # where te completes, 1.30 x the native policy's time.
+        beta = self.own_policy_trace("beta", (12, 4 * mib, 0.003), (6, 0, 0.002),
+                                     (4, 3 * mib, 0.0), (4, 0, 0.0))
+        pressure_alpha = self.own_policy_trace("alpha", (4, 0, 0.001), (6, 0, 0.002),
+                                               (4, 0, 0.0), (4, 0, 0.0))
+        pressure_beta = self.own_policy_trace("beta", (4, 0, 0.001), (6, 0, 0.002),
+                                              (4, 0, 0.0), (4, 0, 0.0))
+        pressure_beta["results"][0].update(oom=True, oom_event_index=1)
+        markdown = self.render({"traces": [alpha, beta]},
+                               self.runs("alpha", 120, 100) + self.runs("beta", 130, 100),
+                               {"traces": [pressure_alpha, pressure_beta]})
+        targets = section(markdown, "## The targets of cudacache's own policy")
+        met = table_row(targets, ["`alpha`"])
+        self.assertTrue(all(cell.startswith("met (") for cell in met[1:]), met)
+        self.assertEqual(met[1], "met (1.3333; te 2.0000, cub 1.3333)")
+        self.assertEqual(met[2], "met (1.050)")
+        self.assertEqual(met[3], "met (1.0 vs te 2.0 ms)")
+        self.assertEqual(met[5], "met (1.20 x)")
+        missing = table_row(targets, ["`beta`"])
+        self.assertTrue(all(cell.startswith("**missing** (") for cell in missing[1:]), missing)
+        self.assertEqual(missing[4], "**missing** (out of memory)")
+        self.assertEqual(missing[5], "**missing** (1.30 x)")
+        # Geometric means sqrt(4/3 x 4) (cudacache), 2 (te), 4/3 (cub): not below both.
+        self.assertIn("cudacache 2.3094, te 2.0000, cub 1.3333: **missing**", targets)
+        # alpha alone: 1.3333 is not below CUB's 1.3333 either; with CUB at 5 MiB it is.
+        alpha["results"][2].update(min_capacity_bytes=5 << 20, min_capacity_over_requested=5 / 3)
+        targets = section(self.render({"traces": [alpha]}, self.runs("alpha", 120, 100)),
+                          "## The targets of cudacache's own policy")
+        self.assertIn("cudacache 1.3333, te 2.0000, cub 1.6667: met", targets)
+        self.assertIn("| `alpha` | met (1.3333; te 2.0000, cub 1.6667) |", targets)
+        self.assertIn("| not run |", targets)  # no pressure replay given
+
+    def test_left_out_without_the_allocators_it_compares(self):
+        alpha = self.own_policy_trace("alpha", (4, 0, 0.001), (6, 0, 0.002), (4, 0, 0.0),
+                                      (4, 0, 0.0))
+        del alpha["results"][2]  # no cub
+        markdown = self.render({"traces": [alpha]}, [
+            run for run in self.runs("alpha", 120, 100) if "/cub/" not in run["name"]])
+        self.assertNotIn("## The targets", markdown)
+
+
 class WriteResultsFromTheTools(unittest.TestCase):
     """cudacache-replay and bench_replay on a tiny trace, then write_results.py: the counts of
     the two tools agree and the Markdown carries them."""
