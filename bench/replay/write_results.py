@@ -255,11 +255,9 @@ def pressure_rows(pressure):
     return rows
 
 
-def pressure_section(path, factor):
-    if path is None:
+def pressure_section(pressure, factor):
+    if pressure is None:
         return ""
-    with open(path, encoding="utf-8") as f:
-        pressure = json.load(f)
     return f"""## Under pressure: a device of {factor:g} x peak requested
 
 Each trace replayed once on a device of {factor:g} x its peak requested bytes, rounded up to
@@ -580,12 +578,12 @@ def main():
     args = parse_arguments()
     if (args.pressure_json is None) != (args.pressure_factor is None):
         sys.exit("write_results.py: --pressure-json and --pressure-factor go together")
-    later_sections = (pressure_section(args.pressure_json, args.pressure_factor) +
-                      sized_section(sized_runs(args.sized_json)))
     pressure = None
     if args.pressure_json is not None:
         with open(args.pressure_json, encoding="utf-8") as f:
             pressure = json.load(f)
+    later_sections = (pressure_section(pressure, args.pressure_factor) +
+                      sized_section(sized_runs(args.sized_json)))
     with open(args.replay_json, encoding="utf-8") as f:
         replay = json.load(f)
     with open(args.bench_json, encoding="utf-8") as f:

@@ -457,6 +457,10 @@ TEST_F(Cli, RealGpuRefusesCapacityOptions) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("--min-capacity needs the simulated runtime"), std::string::npos)
       << run.output;
+  run = run_tool("--real-gpu --split-time " + csv, "env -u LD_LIBRARY_PATH");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("--split-time needs the simulated runtime"), std::string::npos)
+      << run.output;
 }
 
 // Issue 13: --version, and --help saying how values, stdin and stdout are given.

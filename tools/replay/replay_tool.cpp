@@ -89,6 +89,11 @@ void check_simulator_options(const CommandLine& line) {
     throw UsageError(
         "--min-capacity needs the simulated runtime (cudasim): a real GPU cannot be shrunk");
   }
+  if (line.split_time) {
+    throw UsageError(
+        "--split-time needs the simulated runtime (cudasim): it tells events apart by the time "
+        "cudasim counts in device calls");
+  }
 }
 
 TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar& bar) {
