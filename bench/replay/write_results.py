@@ -307,6 +307,7 @@ def memory_cell(trace, results):
             met = met and (own["min_capacity_over_requested"] <=
                            other["min_capacity_over_requested"] * TIE_RATIO or
                            own["min_capacity_bytes"] <= other["min_capacity_bytes"] + TIE_BYTES)
+
     def shown(result):
         ratio = result["min_capacity_over_requested"]
         return "none found" if ratio is None else f"{ratio:.4f}"
