@@ -45,7 +45,7 @@ class TraceStreams {
 
 // Adds one event, started at `start` with the thread's call total at `call_ns_before`, to the
 // side of `split` it belongs to.
-void add_event_time(ReplayResult::SplitTime& split, std::chrono::steady_clock::time_point start,
+void add_event_time(ReplaySplitTime& split, std::chrono::steady_clock::time_point start,
                     std::uint64_t call_ns_before) {
   const auto stop = std::chrono::steady_clock::now();
   const std::uint64_t call_ns = thread_device_call_ns().value_or(call_ns_before) - call_ns_before;
@@ -90,7 +90,7 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     reset_device_counters();
     const std::optional<std::uint64_t> call_ns_before = thread_device_call_ns();
     // Off cudasim there is no call time to tell the two kinds of event apart.
-    std::optional<ReplayResult::SplitTime> split;
+    std::optional<ReplaySplitTime> split;
     if (recording.split_time && call_ns_before) split.emplace();
     const auto start = std::chrono::steady_clock::now();
     std::size_t i = 0;

@@ -19,6 +19,16 @@ namespace cudacache::replay {
 // Called now and then with (events done, events total).
 using ProgressCallback = std::function<void(std::size_t, std::size_t)>;
 
+// ReplayResult::split_time: defined outside ReplayResult because clang cannot default-construct
+// a nested struct with member initializers inside std::optional while the outer class is
+// incomplete.
+struct ReplaySplitTime {
+  std::size_t calling_events = 0;
+  double calling_seconds = 0.0;  // without the time inside the calls
+  std::size_t other_events = 0;
+  double other_seconds = 0.0;
+};
+
 struct ReplayResult {
   std::string allocator;
   // As the allocator counts them (see AllocatorFigures).
@@ -49,13 +59,7 @@ struct ReplayResult {
   // between the events that made a timed device call (a growth, a move, a release) and those
   // that made none (a cache hit, a free). Each event is timed on its own, which adds two
   // clock readings per event to `seconds`: compare these with each other, not with `seconds`.
-  struct SplitTime {
-    std::size_t calling_events = 0;
-    double calling_seconds = 0.0;  // without the time inside the calls
-    std::size_t other_events = 0;
-    double other_seconds = 0.0;
-  };
-  std::optional<SplitTime> split_time;
+  std::optional<ReplaySplitTime> split_time;
 
   // The device calls weighted by the cost table (device_call_costs.h): an estimate of the time
   // a GPU driver would spend in them, not a measurement.

@@ -327,7 +327,7 @@ void print_split_time(const TraceReport& report, std::ostream& out) {
       out << "   allocator ns / event (each event timed alone, device calls taken out):\n";
       header = true;
     }
-    const ReplayResult::SplitTime& s = *r.split_time;
+    const ReplaySplitTime& s = *r.split_time;
     out << "   " << r.allocator << ": " << per_event(s.calling_seconds, s.calling_events) << " in "
         << s.calling_events << " events with device calls, "
         << per_event(s.other_seconds, s.other_events) << " in " << s.other_events << " without\n";
