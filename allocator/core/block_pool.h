@@ -93,6 +93,15 @@ class BlockPool {
       }
     }
   }
+  // The free blocks of `stream` of at least `size` bytes, smallest first (BlockOrder), while fn
+  // returns true.
+  template <typename Fn>
+  void for_each_fit(cudaStream_t stream, std::size_t size, Fn&& fn) const {
+    Block key = search_key(stream, size);
+    for (auto it = free_.lower_bound(&key); it != free_.end() && (*it)->stream == stream; ++it) {
+      if (!fn(*it)) return;
+    }
+  }
   // The free blocks of `stream` smaller than `size`, largest first, while fn returns true.
   template <typename Fn>
   void for_each_smaller(cudaStream_t stream, std::size_t size, Fn&& fn) const {

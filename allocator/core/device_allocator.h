@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace cudacache {
@@ -213,9 +214,22 @@ class DeviceAllocator {
   // Whether a shared page of `size` bytes is cut: the device has less than kNearFullPages
   // times `size` left and a page made now would be smaller.
   bool page_too_large_near_full(std::size_t size) const CUDACACHE_REQUIRES(mutex_);
-  // `block`, taken from its pool for `request`, or, when the request would end inside a page
-  // of one block (or a page too large near a full device), the best fit taken again after that
-  // page was cut at the request's end.
+  // The page (its address and itself) that serving `request` from the free block `block` would
+  // cut: one wholly inside the block that the request would end inside, a page of one block or
+  // a page too large near a full device. None for most blocks (no page lookup on a cache hit).
+  std::optional<std::pair<std::uintptr_t, Page>> page_to_cut(const Block* block,
+                                                             const Request& request) const
+      CUDACACHE_REQUIRES(mutex_);
+  // Near a full device (less than 1/kAvoidCutDivisor of the memory this allocator may use
+  // left), a request that would cut a page takes instead the smallest of the next kAvoidCutScan
+  // free blocks large enough that needs no cut (Note [Pages of one block]).
+  static constexpr std::size_t kAvoidCutDivisor = 16;
+  static constexpr std::size_t kAvoidCutScan = 64;
+  // That block (still in its pool), or nullptr: far from the limit, or none found.
+  Block* block_without_cut(const Request& request) const CUDACACHE_REQUIRES(mutex_);
+  // `block`, taken from its pool for `request`, or, when the request would cut a page
+  // (page_to_cut), a block that needs no cut (block_without_cut), or else the best fit taken
+  // again after that page was cut at the request's end.
   Block* fit_own_pages(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
   // Replaces the page at [address, address + size) inside the free block `block` (in its pool)
   // by new pages of the sizes in `parts` (zeros skipped), mapped from `address`; what they do

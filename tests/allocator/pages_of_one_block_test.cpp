@@ -88,6 +88,45 @@ TEST_F(PagesOfOneBlock, APageIsCutWhereASmallerBlockEndsSoTheRestCanMove) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Near a full device a request that would cut a page of one block takes another free block
+// that needs no cut, when one is large enough: a cut costs an unmap, a release and up to three
+// creates, the other block nothing. The page stays whole for a request of its size.
+TEST_F(PagesOfOneBlock, NearAFullDeviceAnotherFreeBlockIsTakenRatherThanCuttingAPage) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    std::vector<void*> shared;  // 2 MiB pages: blocks of three pages get none of their own
+    for (int i = 0; i < 6; ++i) shared.push_back(allocator.allocate(6 * kMiB, nullptr));
+    cudasim_call_counts before = sim_calls();
+    void* own = allocator.allocate(20 * kMiB, nullptr);
+    EXPECT_EQ(sim_calls().create, before.create + 1);    // one page of its own
+    void* tail = allocator.allocate(6 * kMiB, nullptr);  // so that neither free block can grow
+    for (int i = 0; i < 5; ++i) allocator.deallocate(shared[i]);  // one free 30 MiB block
+    allocator.deallocate(own);                                    // 20 MiB: the best fit for 12 MiB
+    void* filler = allocator.allocate(34 * kMiB, other);          // 4 MiB left on the device
+    ASSERT_LE(100 * kMiB - sim_counters().in_use_bytes, 4 * kMiB);
+
+    before = sim_calls();
+    void* smaller = allocator.allocate(12 * kMiB, nullptr);
+    cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap);  // no cut
+    EXPECT_EQ(counts.release, before.release);
+    EXPECT_EQ(counts.create, before.create);
+    EXPECT_EQ(smaller, shared[0]);                        // the 30 MiB block
+    void* same = allocator.allocate(20 * kMiB, nullptr);  // the page, whole
+    counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create);
+    EXPECT_EQ(counts.map, before.map);
+    EXPECT_EQ(same, own);
+    ASSERT_EQ(cudaMemset(smaller, 1, 12 * kMiB), cudaSuccess);
+    ASSERT_EQ(cudaMemset(same, 2, 20 * kMiB), cudaSuccess);
+    EXPECT_TRUE(holds(smaller, 12 * kMiB, 1));
+    for (void* block : {same, smaller, filler, tail, shared[5]}) allocator.deallocate(block);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // A move that needs less than a free page of one block takes it off the page's end: the page's
 // block keeps the front, which then serves a request of its size with no device call.
 TEST_F(PagesOfOneBlock, AMoveCutsWhatItNeedsOffTheEndOfALargerPage) {
