@@ -108,7 +108,12 @@
 //   1.02 x their peak; a floor of 1/2048 of the device, 1.0043 against 1.0044 (less on
 //   `cs336_lm` and `cs336_medium`, by at most 0.07 %), and 2,081 ms of estimated call time
 //   over the 11 traces at 1.02 x against 1,903 (`cs336_medium` 467 against 384 ms, `cs336_lm`
-//   322 against 250).
+//   322 against 250). Pages that shrink later cost memory first: 1/256 or 1/128 of the free
+//   memory (1,523 / 1,449 ms at 1.02 x, against 1,643) or a floor of 1/512 of the device
+//   (1,481 ms) take `cs336_small`'s smallest device past CUB's tie; a floor of 1/128 (about
+//   PyTorch's 20 MiB on these devices, 1,291 ms) five traces, and still leaves four above
+//   PyTorch's expandable segments' calls at 1.02 x (README, "Page size against the two
+//   targets near the limit").
 // The small pool's pages are always 2 MiB, as PyTorch's.
 //
 // Note [Fewer pages with room]: with room, a growth in the large pool still maps whole 20 MiB steps
