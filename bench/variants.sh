@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue #11's targets on traces the policy was not tuned on (bench/variants/make_variants.py:
+# the real traces scaled, run one after another, interleaved on two streams, and a torch.cat
+# KV cache), with the same rules as bench/RESULTS.md's table of targets. Release build, on
+# cudasim; about a minute on 2 cores after the build.
+#
+#   bench/variants.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+traces=${1:-$root/../shared/traces}
+if [[ ! -d $traces ]]; then
+  echo "variants.sh: traces folder '$traces' not found (pass it as the first argument)" >&2
+  exit 2
+fi
+cd "$root"
+cmake --preset release >/dev/null
+cmake --build --preset release --target cudacache-replay >&2
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 bench/variants/make_variants.py "$traces" "$work/traces" >/dev/null
+replay=build/release/tools/replay/cudacache-replay
+"$replay" --min-capacity --allocators cudacache,pytorch-expandable,cub,nocache \
+  --json "$work/min.json" "$work"/traces/*.csv >/dev/null
+"$replay" --capacity-factor 1.02 --allocators cudacache,pytorch,pytorch-expandable,cub,nocache \
+  --json "$work/pressure.json" "$work"/traces/*.csv >/dev/null
+python3 bench/variants/check_targets.py "$work/min.json" "$work/pressure.json"

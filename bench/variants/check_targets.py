@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Issue #11's targets on any set of traces, from cudacache-replay's JSON: the smallest device
+(--min-capacity), held memory and calls with room (the same run's default device), and calls on
+a device of 1.02 x the peak (--capacity-factor 1.02). Prints a Markdown table and the count of
+traces missing each target. The rules are bench/RESULTS.md's ("The targets of cudacache's own
+policy"); te is pytorch-expandable.
+
+    check_targets.py MIN_CAPACITY_JSON PRESSURE_JSON
+"""
+
+import json
+import math
+import sys
+
+MIB = 1 << 20
+ALLOCATORS = ("cudacache", "pytorch-expandable", "cub", "nocache")
+
+
+def result(trace, allocator):
+    found = [r for r in trace["results"] if r["allocator"] == allocator]
+    if not found:
+        raise ValueError(f"trace {trace['name']}: no result for {allocator}")
+    return found[0]
+
+
+def within_tie(bytes_, other):
+    """At most 0.2 % or one 2 MiB step above `other`'s smallest device."""
+    theirs = other["min_capacity_bytes"]
+    return bytes_ <= max(theirs * 1.002, theirs + 2 * MIB)
+
+
+def check(minimum, pressure):
+    """Rows (one per trace) and counts of misses; `minimum` and `pressure` are the parsed JSON."""
+    under_pressure = {t["name"]: t for t in pressure["traces"]}
+    rows, misses = [], {"smallest device": 0, "held with room": 0, "calls with room": 0,
+                        "calls under pressure": 0}
+    logs = {a: [] for a in ALLOCATORS[:3]}
+    for trace in minimum["traces"]:
+        if trace["name"] not in under_pressure:
+            raise ValueError(f"trace {trace['name']}: not in the pressure run")
+        cc, te, cub, none = (result(trace, a) for a in ALLOCATORS)
+        peak = trace["peak_requested_bytes"]
+        for allocator, r in zip(ALLOCATORS, (cc, te, cub)):
+            logs[allocator].append(math.log(r["min_capacity_over_requested"]))
+        smallest = cc["min_capacity_bytes"]
+        floor = none["min_capacity_bytes"] + 4 * MIB
+        memory = smallest <= max(1.01 * peak, floor) and within_tie(smallest, te) and within_tie(
+            smallest, cub)
+        held = cc["reserved_over_requested"] <= max(1.10, cub["reserved_over_requested"])
+        calls = cc["estimated_device_call_seconds"] <= te["estimated_device_call_seconds"]
+        p = under_pressure[trace["name"]]
+        pcc, pte = result(p, "cudacache"), result(p, "pytorch-expandable")
+        another_completes = any(not r["oom"] for r in p["results"] if r["allocator"] != "cudacache")
+        pressed = (not pcc["oom"] or not another_completes) and (
+            pte["oom"] or pcc["oom"]
+            or pcc["estimated_device_call_seconds"] <= pte["estimated_device_call_seconds"])
+        verdicts = (memory, held, calls, pressed)
+        for key, ok in zip(misses, verdicts):
+            misses[key] += not ok
+
+        def mark(ok):
+            return "" if ok else " **missing**"
+
+        def ms(r):
+            return "OOM" if r["oom"] else f"{r['estimated_device_call_seconds'] * 1e3:.1f}"
+
+        rows.append(
+            f"| `{trace['name']}` | {cc['min_capacity_over_requested']:.4f} / "
+            f"{te['min_capacity_over_requested']:.4f} / {cub['min_capacity_over_requested']:.4f} / "
+            f"{floor / peak:.4f}{mark(memory)} | {cc['reserved_over_requested']:.3f} "
+            f"({cub['reserved_over_requested']:.3f}){mark(held)} | {ms(cc)} / {ms(te)}{mark(calls)} | "
+            f"{ms(pcc)} / {ms(pte)}{mark(pressed)} |")
+    means = {a: math.exp(sum(v) / len(v)) if v else float("nan") for a, v in logs.items()}
+    return rows, misses, means
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    try:
+        with open(argv[1]) as f:
+            minimum = json.load(f)
+        with open(argv[2]) as f:
+            pressure = json.load(f)
+        rows, misses, means = check(minimum, pressure)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"check_targets.py: {error}", file=sys.stderr)
+        return 2
+    print("| trace | smallest device: cudacache / te / cub / nocache + 4 MiB | held with room: "
+          "cudacache (cub) | calls with room, ms: cudacache / te | at 1.02 x, ms: cudacache / te |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\nSmallest device, geometric mean: cudacache {means['cudacache']:.4f}, "
+          f"te {means['pytorch-expandable']:.4f}, cub {means['cub']:.4f}.")
+    print(f"Traces missing each target, of {len(rows)}: "
+          + ", ".join(f"{key} {count}" for key, count in misses.items()) + ".")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Traces that cudacache's policy was not tuned on, made from the real ones.
+
+The policy's constants were measured on the traces in ../shared/traces; it is also judged on
+real traces nobody here has seen. These variants change what makes memory fragment while
+keeping real allocation patterns: the sizes scaled (another model size, so every device-size
+threshold is crossed elsewhere), two workloads one after the other in one process (a phase
+change, the first one's live blocks kept), two interleaved on two streams (two models served
+side by side), and a KV cache grown by torch.cat at every decode step. Deterministic.
+
+    bench/variants/make_variants.py TRACES_DIR OUT_DIR
+"""
+
+import csv
+import pathlib
+import random
+import sys
+
+# (trace, factor): factors chosen to move each device across page-size thresholds.
+SCALED = (("bert_large_inference", 2.7), ("decomfl_zo_federated_opt_finetune", 3.3),
+          ("cs336_small_ctx128_bs1_train_step", 0.45), ("gcn_codegraph_train_gpu0", 0.3),
+          ("qwen7b_layerwise_sparse_quant_calibration", 1.7), ("nca3d_inference_cholec", 0.21),
+          ("cs336_medium_ctx512_train_step", 1.6), ("eor_latent_cnn_counterfactuals", 9.0))
+CONCATENATED = (("decomfl_zo_federated_opt_finetune", "bert_large_inference"),
+                ("cs336_small_ctx128_bs1_train_step", "gcn_codegraph_train_gpu0"))
+INTERLEAVED = (("bert_large_inference", "decomfl_zo_federated_opt_finetune", 1),
+               ("cs336_small_ctx128_bs1_train_step", "eor_latent_cnn_counterfactuals", 2))
+
+
+def short(name):
+    """cs336_small_ctx128... -> cs336_small, bert_large_inference -> bert."""
+    parts = name.split("_")
+    return "_".join(parts[:2]) if parts[0] == "cs336" else parts[0]
+
+
+def load(path):
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        if next(reader) != ["op", "id", "size", "stream"]:
+            raise ValueError(f"{path}: header is not op,id,size,stream")
+        return [(op, int(i), int(size), int(stream)) for op, i, size, stream in reader]
+
+
+def save(path, rows):
+    with open(path, "w") as f:
+        f.write("op,id,size,stream\n")
+        f.writelines(f"{op},{i},{size},{stream}\n" for op, i, size, stream in rows)
+
+
+def scaled(rows, factor):
+    """Every size times `factor` (at least 1 byte); a free repeats its alloc's new size."""
+    return [(op, i, max(1, int(size * factor)), stream) for op, i, size, stream in rows]
+
+
+def renumbered(first, second):
+    """`second`'s ids moved past `first`'s and its streams after `first`'s."""
+    id_offset = max((i for _, i, _, _ in first), default=-1) + 1
+    stream_offset = max((s for _, _, _, s in first), default=-1) + 1
+    return [(op, i + id_offset, size, stream + stream_offset) for op, i, size, stream in second]
+
+
+def concatenated(first, second):
+    """`first`, then `second` on the same streams: what `first` left live stays live."""
+    id_offset = max((i for _, i, _, _ in first), default=-1) + 1
+    return first + [(op, i + id_offset, size, stream) for op, i, size, stream in second]
+
+
+def interleaved(first, second, seed):
+    """Both at once, `second` on its own streams, each keeping its order, mixed at random in
+    proportion to their lengths."""
+    second = renumbered(first, second)
+    rnd = random.Random(seed)
+    rows, a, b = [], 0, 0
+    while a < len(first) or b < len(second):
+        take_first = b >= len(second) or (
+            a < len(first) and rnd.random() < len(first) / (len(first) + len(second)))
+        if take_first:
+            rows.append(first[a])
+            a += 1
+        else:
+            rows.append(second[b])
+            b += 1
+    return rows
+
+
+def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128):
+    """A decode loop that grows each layer's KV cache by one token with torch.cat: the new cache
+    is allocated before the old one is freed, beside a small temporary; a logits buffer per
+    step; the caches dropped after each request; weights live throughout."""
+    rows = []
+    next_id = 0
+
+    def alloc(size):
+        nonlocal next_id
+        rows.append(("alloc", next_id, size, 0))
+        next_id += 1
+        return (next_id - 1, size)
+
+    def free(block):
+        rows.append(("free", block[0], block[1], 0))
+
+    weights = [alloc(50 << 20) for _ in range(layers)]
+    for _ in range(requests):
+        caches = [alloc(prompt * token_bytes) for _ in range(layers)]
+        for step in range(1, steps + 1):
+            for layer in range(layers):
+                temporary = alloc(4096 * 2 * 8)
+                grown = alloc((prompt + step) * token_bytes)
+                free(caches[layer])
+                caches[layer] = grown
+                free(temporary)
+            free(alloc(32000 * 2 * 8))
+        for cache in caches:
+            free(cache)
+    for weight in weights:
+        free(weight)
+    return rows
+
+
+def make_variants(traces, out):
+    """Writes every variant whose source traces are in `traces`; returns their names."""
+    traces, out = pathlib.Path(traces), pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = {}
+
+    def source(name):
+        if name not in cache:
+            path = traces / f"{name}.csv"
+            cache[name] = load(path) if path.is_file() else None
+        return cache[name]
+
+    variants = {}
+    for name, factor in SCALED:
+        if source(name) is not None:
+            variants[f"scaled_{short(name)}_x{factor}"] = scaled(source(name), factor)
+    for first, second in CONCATENATED:
+        if source(first) is not None and source(second) is not None:
+            variants[f"concat_{short(first)}_{short(second)}"] = concatenated(source(first),
+                                                                            source(second))
+    for first, second, seed in INTERLEAVED:
+        if source(first) is not None and source(second) is not None:
+            variants[f"two_streams_{short(first)}_{short(second)}"] = interleaved(
+                source(first), source(second), seed)
+    variants["kv_cache_cat_decode"] = kv_cache_decode()
+    for name, rows in variants.items():
+        save(out / f"{name}.csv", rows)
+    return sorted(variants)
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    if not pathlib.Path(argv[1]).is_dir():
+        print(f"make_variants.py: traces folder '{argv[1]}' not found", file=sys.stderr)
+        return 2
+    try:
+        names = make_variants(argv[1], argv[2])
+    except (OSError, ValueError) as error:
+        print(f"make_variants.py: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,183 @@
+"""bench/variants: the traces made from the real ones, and the check of #11's targets on them.
+
+Standard-library unittest, on small traces and JSON written here."""
+
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+VARIANTS = REPO / "bench" / "variants"
+
+
+def module(name):
+    spec = importlib.util.spec_from_file_location(name, VARIANTS / f"{name}.py")
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+make_variants = module("make_variants")
+check_targets = module("check_targets")
+
+
+def replayable(rows):
+    """Every free closes a live id with its alloc's size; ids are allocated once."""
+    live, seen = {}, set()
+    for op, i, size, _ in rows:
+        if op == "alloc":
+            if i in seen:
+                return False
+            seen.add(i)
+            live[i] = size
+        elif live.pop(i, None) != size:
+            return False
+    return True
+
+
+SMALL = [("alloc", 0, 3 << 20, 0), ("alloc", 1, 512, 0), ("free", 0, 3 << 20, 0),
+         ("alloc", 2, 7 << 20, 0), ("free", 2, 7 << 20, 0)]  # id 1 stays live
+OTHER = [("alloc", 0, 1 << 20, 0), ("free", 0, 1 << 20, 0), ("alloc", 1, 9, 0)]
+
+
+class Variants(unittest.TestCase):
+    def test_scaling_scales_every_size_and_keeps_a_byte(self):
+        rows = make_variants.scaled(SMALL, 0.5)
+        self.assertEqual([r[2] for r in rows], [3 << 19, 256, 3 << 19, 7 << 19, 7 << 19])
+        self.assertEqual(make_variants.scaled([("alloc", 0, 1, 0)], 0.1)[0][2], 1)
+        self.assertTrue(replayable(rows))
+
+    def test_concatenation_keeps_the_first_workloads_live_blocks(self):
+        rows = make_variants.concatenated(SMALL, OTHER)
+        self.assertEqual(rows[:len(SMALL)], SMALL)
+        self.assertEqual([r[1] for r in rows[len(SMALL):]], [3, 3, 4])
+        self.assertTrue(replayable(rows))
+        self.assertNotIn(("free", 1, 512, 0), rows)
+
+    def test_interleaving_keeps_each_order_on_its_own_stream(self):
+        rows = make_variants.interleaved(SMALL, OTHER, seed=7)
+        self.assertEqual(len(rows), len(SMALL) + len(OTHER))
+        self.assertEqual([r for r in rows if r[3] == 0], SMALL)
+        self.assertEqual([(op, i - 3, size, 0) for op, i, size, s in rows if s == 1], OTHER)
+        self.assertTrue(replayable(rows))
+        self.assertEqual(rows, make_variants.interleaved(SMALL, OTHER, seed=7))
+
+    def test_the_kv_cache_grows_before_it_frees(self):
+        rows = make_variants.kv_cache_decode(layers=2, steps=3, requests=2, token_bytes=10,
+                                             prompt=4)
+        self.assertTrue(replayable(rows))
+        self.assertFalse(any(True for op, *_ in rows[-1:] if op == "alloc"))
+        caches = [size for op, _, size, _ in rows if op == "alloc" and size % 10 == 0
+                  and size < 100]
+        self.assertEqual(sorted(set(caches)), [40, 50, 60, 70])
+        first_growth = next(k for k, r in enumerate(rows) if r[0] == "alloc" and r[2] == 50)
+        self.assertEqual(rows[first_growth + 1][0], "free")  # the old cache after the new one
+        self.assertEqual(rows[first_growth + 1][2], 40)
+
+    def test_only_variants_of_traces_present_are_written(self):
+        with tempfile.TemporaryDirectory() as folder:
+            traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
+            traces.mkdir()
+            make_variants.save(traces / "bert_large_inference.csv", SMALL)
+            make_variants.save(traces / "decomfl_zo_federated_opt_finetune.csv", OTHER)
+            names = make_variants.make_variants(traces, out)
+            self.assertEqual(names, ["concat_decomfl_bert", "kv_cache_cat_decode",
+                                     "scaled_bert_x2.7", "scaled_decomfl_x3.3",
+                                     "two_streams_bert_decomfl"])
+            self.assertEqual(make_variants.load(out / "scaled_bert_x2.7.csv"),
+                             make_variants.scaled(SMALL, 2.7))
+            for name in names:
+                self.assertTrue(replayable(make_variants.load(out / f"{name}.csv")), name)
+
+    def test_a_bad_header_or_folder_is_refused(self):
+        with tempfile.TemporaryDirectory() as folder:
+            bad = pathlib.Path(folder, "bert_large_inference.csv")
+            bad.write_text("op,id,bytes\nalloc,0,1\n")
+            run = subprocess.run([sys.executable, VARIANTS / "make_variants.py", folder,
+                                  pathlib.Path(folder, "out")], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("header", run.stderr)
+            run = subprocess.run([sys.executable, VARIANTS / "make_variants.py",
+                                  pathlib.Path(folder, "none"), folder],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("not found", run.stderr)
+
+
+def result(allocator, min_bytes, reserved=1.0, seconds=0.01, oom=False):
+    return {"allocator": allocator, "min_capacity_bytes": min_bytes,
+            "min_capacity_over_requested": min_bytes / PEAK, "reserved_over_requested": reserved,
+            "estimated_device_call_seconds": seconds, "oom": oom}
+
+
+PEAK = 1000 << 20
+
+
+def trace(name, results):
+    return {"name": name, "peak_requested_bytes": PEAK, "results": results}
+
+
+def runs(cudacache_min, cudacache_seconds=0.01, pressure_seconds=0.02, pressure_oom=False,
+         te_pressure_oom=False):
+    mib = 1 << 20
+    minimum = {"traces": [trace("t", [result("cudacache", cudacache_min, seconds=cudacache_seconds),
+                                      result("pytorch-expandable", 1010 * mib, seconds=0.02),
+                                      result("cub", 1001 * mib, reserved=1.2),
+                                      result("nocache", 1000 * mib)])]}
+    pressure = {"traces": [trace("t", [
+        result("cudacache", 0, seconds=pressure_seconds, oom=pressure_oom),
+        result("pytorch-expandable", 0, seconds=0.03, oom=te_pressure_oom),
+        result("nocache", 0)])]}
+    return minimum, pressure
+
+
+class Targets(unittest.TestCase):
+    def test_a_trace_that_meets_every_target(self):
+        rows, misses, means = check_targets.check(*runs(1002 << 20))
+        self.assertEqual(sum(misses.values()), 0, rows)
+        self.assertAlmostEqual(means["cudacache"], 1.002, places=6)
+
+    def test_more_than_cubs_tie_misses_the_smallest_device(self):
+        _, misses, _ = check_targets.check(*runs(1004 << 20))  # cub 1001 MiB: over 2 MiB more
+        self.assertEqual(misses["smallest device"], 1)
+        _, misses, _ = check_targets.check(*runs(1003 << 20))  # one 2 MiB step: a tie
+        self.assertEqual(misses["smallest device"], 0)
+
+    def test_calls_above_expandable_segments_miss(self):
+        _, misses, _ = check_targets.check(*runs(1002 << 20, cudacache_seconds=0.03))
+        self.assertEqual(misses["calls with room"], 1)
+        _, misses, _ = check_targets.check(*runs(1002 << 20, pressure_seconds=0.04))
+        self.assertEqual(misses["calls under pressure"], 1)
+        # Where expandable segments run out of memory, any call time of cudacache's counts.
+        _, misses, _ = check_targets.check(*runs(1002 << 20, pressure_seconds=0.04,
+                                                 te_pressure_oom=True))
+        self.assertEqual(misses["calls under pressure"], 0)
+
+    def test_out_of_memory_where_another_completes_misses(self):
+        _, misses, _ = check_targets.check(*runs(1002 << 20, pressure_oom=True))
+        self.assertEqual(misses["calls under pressure"], 1)
+
+    def test_a_missing_allocator_or_trace_is_a_clear_error(self):
+        minimum, pressure = runs(1002 << 20)
+        pressure["traces"][0]["name"] = "other"
+        with self.assertRaisesRegex(ValueError, "not in the pressure run"):
+            check_targets.check(minimum, pressure)
+        minimum, pressure = runs(1002 << 20)
+        minimum["traces"][0]["results"].pop()
+        with self.assertRaisesRegex(ValueError, "no result for nocache"):
+            check_targets.check(minimum, pressure)
+        with tempfile.TemporaryDirectory() as folder:
+            bad = pathlib.Path(folder, "bad.json")
+            bad.write_text("{")
+            run = subprocess.run([sys.executable, VARIANTS / "check_targets.py", bad, bad],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("check_targets.py:", run.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
