@@ -2,7 +2,7 @@
 # Issue #11's targets on traces the policy was not tuned on (bench/variants/make_variants.py:
 # the real traces scaled, run one after another, interleaved on two streams, and a torch.cat
 # KV cache), with the same rules as bench/RESULTS.md's table of targets. Release build, on
-# cudasim; about a minute on 2 cores after the build.
+# cudasim; about 15 s on 2 cores after the build.
 #
 #   bench/variants.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail
