@@ -41,11 +41,13 @@ def check(minimum, pressure):
         cc, te, cub, none = (result(trace, a) for a in ALLOCATORS)
         peak = trace["peak_requested_bytes"]
         for allocator, r in zip(ALLOCATORS, (cc, te, cub)):
-            logs[allocator].append(math.log(r["min_capacity_over_requested"]))
+            if r["min_capacity_bytes"] is not None:  # null: no device up to the default one
+                logs[allocator].append(math.log(r["min_capacity_over_requested"]))
         smallest = cc["min_capacity_bytes"]
-        floor = none["min_capacity_bytes"] + 4 * MIB
-        memory = smallest <= max(1.01 * peak, floor) and within_tie(smallest, te) and within_tie(
-            smallest, cub)
+        floor = (none["min_capacity_bytes"] or 0) + 4 * MIB
+        # A te or CUB that found no device sets no bound; a cudacache that found none misses.
+        memory = smallest is not None and smallest <= max(1.01 * peak, floor) and all(
+            other["min_capacity_bytes"] is None or within_tie(smallest, other) for other in (te, cub))
         held = cc["reserved_over_requested"] <= max(1.10, cub["reserved_over_requested"])
         calls = cc["estimated_device_call_seconds"] <= te["estimated_device_call_seconds"]
         p = under_pressure[trace["name"]]
@@ -64,9 +66,12 @@ def check(minimum, pressure):
         def ms(r):
             return "OOM" if r["oom"] else f"{r['estimated_device_call_seconds'] * 1e3:.1f}"
 
+        def ratio(r):
+            value = r["min_capacity_over_requested"]
+            return "no device found" if value is None else f"{value:.4f}"
+
         rows.append(
-            f"| `{trace['name']}` | {cc['min_capacity_over_requested']:.4f} / "
-            f"{te['min_capacity_over_requested']:.4f} / {cub['min_capacity_over_requested']:.4f} / "
+            f"| `{trace['name']}` | {ratio(cc)} / {ratio(te)} / {ratio(cub)} / "
             f"{floor / peak:.4f}{mark(memory)} | {cc['reserved_over_requested']:.3f} "
             f"({cub['reserved_over_requested']:.3f}){mark(held)} | {ms(cc)} / {ms(te)}{mark(calls)} | "
             f"{ms(pcc)} / {ms(pte)}{mark(pressed)} |")

@@ -57,6 +57,9 @@ class Variants(unittest.TestCase):
         self.assertEqual([r[1] for r in rows[len(SMALL):]], [3, 3, 4])
         self.assertTrue(replayable(rows))
         self.assertNotIn(("free", 1, 512, 0), rows)
+        on_stream_one = [(op, i, size, 1) for op, i, size, _ in OTHER]
+        rows = make_variants.concatenated(SMALL, on_stream_one)
+        self.assertEqual({r[3] for r in rows[len(SMALL):]}, {1})  # its own streams kept
 
     def test_interleaving_keeps_each_order_on_its_own_stream(self):
         rows = make_variants.interleaved(SMALL, OTHER, seed=7)
@@ -65,12 +68,17 @@ class Variants(unittest.TestCase):
         self.assertEqual([(op, i - 3, size, 0) for op, i, size, s in rows if s == 1], OTHER)
         self.assertTrue(replayable(rows))
         self.assertEqual(rows, make_variants.interleaved(SMALL, OTHER, seed=7))
+        two_streams = SMALL + [("alloc", 9, 4, 1), ("free", 9, 4, 1)]
+        rows = make_variants.interleaved(two_streams, OTHER, seed=3)
+        self.assertEqual({r[3] for r in rows if r[1] >= 10}, {2})  # after the first's 0 and 1
+        self.assertEqual([r for r in rows if r[1] < 10], two_streams)
 
     def test_the_kv_cache_grows_before_it_frees(self):
         rows = make_variants.kv_cache_decode(layers=2, steps=3, requests=2, token_bytes=10,
                                              prompt=4)
         self.assertTrue(replayable(rows))
-        self.assertFalse(any(True for op, *_ in rows[-1:] if op == "alloc"))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)  # nothing is left live at the end
         caches = [size for op, _, size, _ in rows if op == "alloc" and size % 10 == 0
                   and size < 100]
         self.assertEqual(sorted(set(caches)), [40, 50, 60, 70])
@@ -110,7 +118,7 @@ class Variants(unittest.TestCase):
 
 def result(allocator, min_bytes, reserved=1.0, seconds=0.01, oom=False):
     return {"allocator": allocator, "min_capacity_bytes": min_bytes,
-            "min_capacity_over_requested": min_bytes / PEAK, "reserved_over_requested": reserved,
+            "min_capacity_over_requested": None if min_bytes is None else min_bytes / PEAK, "reserved_over_requested": reserved,
             "estimated_device_call_seconds": seconds, "oom": oom}
 
 
@@ -136,6 +144,55 @@ def runs(cudacache_min, cudacache_seconds=0.01, pressure_seconds=0.02, pressure_
 
 
 class Targets(unittest.TestCase):
+    def minimum(self, cudacache, te, cub, nocache, reserved=1.0, cub_reserved=1.0):
+        """One trace's --min-capacity run (MiB) with a pressure run where cudacache wins."""
+        mib = 1 << 20
+        minimum = {"traces": [trace("t", [
+            result("cudacache", cudacache and cudacache * mib, reserved=reserved),
+            result("pytorch-expandable", te and te * mib, seconds=0.02),
+            result("cub", cub and cub * mib, reserved=cub_reserved),
+            result("nocache", nocache and nocache * mib)])]}
+        return check_targets.check(minimum, runs(1002 << 20)[1])[1]
+
+    def test_the_2_mib_step_and_the_tenth_of_a_percent_tie_differ(self):
+        # CUB at 1001 MiB: 0.2 % is 1003.002 MiB, the step 1003 MiB; 1003.5 is over both.
+        self.assertEqual(self.minimum(1003.5, 1010, 1001, 1000)["smallest device"], 1)
+        # A large CUB figure: 0.2 % of 5000 MiB (10 MiB) is more than the step.
+        mib = 1 << 20
+        self.assertEqual(check_targets.within_tie(5009 * mib, {"min_capacity_bytes": 5000 * mib}),
+                         True)
+        self.assertEqual(check_targets.within_tie(5011 * mib, {"min_capacity_bytes": 5000 * mib}),
+                         False)
+        # A small one: the 2 MiB step is more than 0.2 %.
+        self.assertEqual(check_targets.within_tie(101 * mib, {"min_capacity_bytes": 99 * mib}),
+                         True)
+        self.assertEqual(check_targets.within_tie(102 * mib, {"min_capacity_bytes": 99 * mib}),
+                         False)
+
+    def test_above_one_percent_is_met_only_within_nocache_and_4_mib(self):
+        self.assertEqual(self.minimum(1015, 1020, 1015, 1012)["smallest device"], 0)
+        self.assertEqual(self.minimum(1017, 1020, 1017, 1012)["smallest device"], 1)
+
+    def test_more_than_tes_tie_misses(self):
+        self.assertEqual(self.minimum(1005, 1001, 1005, 1000)["smallest device"], 1)
+
+    def test_held_memory_may_reach_cubs(self):
+        self.assertEqual(self.minimum(1002, 1010, 1001, 1000, reserved=1.15,
+                                      cub_reserved=1.2)["held with room"], 0)
+        self.assertEqual(self.minimum(1002, 1010, 1001, 1000, reserved=1.15,
+                                      cub_reserved=1.05)["held with room"], 1)
+
+    def test_no_device_found_misses_for_cudacache_and_binds_nothing_for_the_others(self):
+        self.assertEqual(self.minimum(None, 1010, 1001, 1000)["smallest device"], 1)
+        self.assertEqual(self.minimum(1002, None, None, 1000)["smallest device"], 0)
+        mib = 1 << 20
+        minimum = {"traces": [trace("t", [result("cudacache", None),
+                                          result("pytorch-expandable", 1010 * mib),
+                                          result("cub", 1001 * mib), result("nocache", None)])]}
+        rows, _, means = check_targets.check(minimum, runs(1002 << 20)[1])
+        self.assertIn("no device found", rows[0])
+        self.assertTrue(means["cudacache"] != means["cudacache"])  # nan: no figure at all
+
     def test_a_trace_that_meets_every_target(self):
         rows, misses, means = check_targets.check(*runs(1002 << 20))
         self.assertEqual(sum(misses.values()), 0, rows)
@@ -160,6 +217,10 @@ class Targets(unittest.TestCase):
     def test_out_of_memory_where_another_completes_misses(self):
         _, misses, _ = check_targets.check(*runs(1002 << 20, pressure_oom=True))
         self.assertEqual(misses["calls under pressure"], 1)
+        minimum, pressure = runs(1002 << 20, pressure_oom=True, te_pressure_oom=True)
+        pressure["traces"][0]["results"][2]["oom"] = True  # nocache too: nobody completes
+        _, misses, _ = check_targets.check(minimum, pressure)
+        self.assertEqual(misses["calls under pressure"], 0)
 
     def test_a_missing_allocator_or_trace_is_a_clear_error(self):
         minimum, pressure = runs(1002 << 20)
