@@ -37,7 +37,11 @@ bool read_slot(std::uint64_t* words, DeviceValues* out) {
     for (std::size_t i = 0; i < kNumFields; ++i) {
       out->values[i] = Word(words[kSlotHeaderWords + i]).load(std::memory_order_acquire);
     }
-    if (Word(words[1]).load(std::memory_order_relaxed) == before) return true;
+    const std::uint64_t check = Word(words[2]).load(std::memory_order_acquire);
+    if (Word(words[1]).load(std::memory_order_relaxed) == before &&
+        check == slot_check(before, out->values)) {
+      return true;
+    }
   }
   return false;
 }
@@ -138,6 +142,8 @@ bool SlotWriter::claim() {
   }
   sequence_ = Word(words_[1]).load(std::memory_order_relaxed);
   if (sequence_ % 2 != 0) ++sequence_;  // a previous owner stopped mid-write
+  const std::uint64_t zeros[kNumFields] = {};
+  publish(zeros);  // a claimed slot always holds a checked write
   return true;
 }
 
@@ -148,7 +154,7 @@ void SlotWriter::release() {
 }
 
 void SlotWriter::publish(const std::uint64_t (&values)[kNumFields]) {
-  // The seqlock writer: odd, values, even. Release stores of the values keep the odd store
+  // The seqlock writer: odd, values, check, even. Release stores of the values keep the odd store
   // before them (no fence: ThreadSanitizer does not model fences); x86 emits plain moves. A
   // reader that saw the same even sequence before and after the values saw no write between.
   Word(words_[1]).store(sequence_ + 1, std::memory_order_relaxed);
@@ -156,6 +162,7 @@ void SlotWriter::publish(const std::uint64_t (&values)[kNumFields]) {
     Word(words_[kSlotHeaderWords + i]).store(values[i], std::memory_order_release);
   }
   sequence_ += 2;
+  Word(words_[2]).store(slot_check(sequence_, values), std::memory_order_release);
   Word(words_[1]).store(sequence_, std::memory_order_release);
 }
 

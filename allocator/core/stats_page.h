@@ -2,15 +2,17 @@
 // its allocators for cudacache-top (tools/top). One file per process (per copy of the
 // allocator in it), named cudacache-<pid>-<n> in stats_directory(), mode 0600.
 //
-// Layout (version 1): a Header, then one slot of kSlotWords 64-bit words per device:
+// Layout (version 2): a Header, then one slot of kSlotWords 64-bit words per device:
 //   word 0        claimed: 1 while an allocator of that device publishes here
 //   word 1        sequence: a seqlock, odd while a write is in progress
-//   words 2...    the Field values
+//   word 2        check: slot_check(sequence, values), never 0
+//   words 3...    the Field values
 // Each device's slot has a single writer (its allocator, under its own mutex): a write is two
 // stores of the sequence around relaxed stores of the values, with no lock and no system call.
 // Readers check the header with pread, map the file read-only and keep a slot only when its
-// sequence was even and unchanged around the values (a file truncated meanwhile is reported,
-// not a crash: SIGBUS is caught during the read).
+// sequence was even and unchanged around the values and the check matches them (a file truncated
+// meanwhile is reported, not a crash: SIGBUS is caught during the read; one truncated and grown
+// back between two reads has zeros in place of part of a slot, which the check refuses).
 //
 // Liveness: the publishing process holds a shared flock on its file for as long as it runs
 // (close-on-exec, so an exec also lets go). A file nobody holds is abandoned, whatever its pid
@@ -26,7 +28,7 @@
 namespace cudacache::stats_page {
 
 inline constexpr std::uint64_t kMagic = 0x3165676170636375ULL;  // "uccpage1", little-endian
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::size_t kCommandBytes = 256;
 inline constexpr std::uint32_t kMaxDevices = 4096;
 
@@ -47,8 +49,19 @@ enum Field : std::size_t {
   kNumFields
 };
 
-inline constexpr std::size_t kSlotHeaderWords = 2;  // claimed, sequence
+inline constexpr std::size_t kSlotHeaderWords = 3;  // claimed, sequence, check
 inline constexpr std::size_t kSlotWords = kSlotHeaderWords + kNumFields;
+
+// A slot's check word: a mix of its sequence and values that is never 0, so zeros written over
+// any part of a slot (a file truncated and grown back) do not pass for a write.
+inline std::uint64_t slot_check(std::uint64_t sequence, const std::uint64_t* values) {
+  std::uint64_t mix = sequence ^ 0x9e3779b97f4a7c15ULL;
+  for (std::size_t i = 0; i < kNumFields; ++i) {
+    mix = (mix ^ values[i]) * 0xff51afd7ed558ccdULL;
+    mix ^= mix >> 33;
+  }
+  return mix | 1;
+}
 
 struct Header {
   std::uint64_t magic;

@@ -211,6 +211,53 @@ TEST(StatsPage, FileTruncatedAfterMappingIsReportedNotACrash) {
   EXPECT_TRUE(again->devices.empty());
 }
 
+// A file truncated at any byte of a slot and grown back has zeros from there on: unless every
+// byte overwritten was zero already, the slot's check refuses it (a busy slot, or absent once
+// its claimed word is gone). Before the check word, zeros over the values of a slot whose
+// sequence survived passed for a write of zeros.
+TEST(StatsPage, SlotZeroedFromAnyByteIsNeverReportedAsAWrite) {
+  ScratchPage page(4);
+  ASSERT_NO_FATAL_FAILURE(publish_every_slot(page));
+  constexpr std::size_t kSlotBytes = stats_page::kSlotWords * sizeof(std::uint64_t);
+  const std::size_t slot_start = sizeof(stats_page::Header) + 2 * kSlotBytes;  // device 2
+  int whole_reads = 0;
+  int refused_reads = 0;
+  for (std::size_t cut = 0; cut < kSlotBytes; ++cut) {
+    SCOPED_TRACE("cut at byte " + std::to_string(cut) + " of the slot");
+    unsigned char before[kSlotBytes];
+    std::memcpy(before, page.mapping + slot_start, kSlotBytes);
+    bool changed = false;
+    for (std::size_t i = cut; i < kSlotBytes; ++i) changed = changed || before[i] != 0;
+    ASSERT_EQ(::ftruncate(page.fd, static_cast<off_t>(slot_start + cut)), 0);
+    ASSERT_EQ(::ftruncate(page.fd, static_cast<off_t>(page.bytes)), 0);
+    std::string why;
+    const auto contents = page.read(&why);
+    ASSERT_TRUE(contents) << why;
+    bool reported = false;
+    for (const auto& device : contents->devices) {
+      ASSERT_LT(device.device, 3);  // device 3's slot is all zeros: unclaimed
+      if (device.device != 2) continue;
+      reported = true;
+      const std::uint64_t expected[stats_page::kNumFields] = {1, 2, 3};
+      for (std::size_t i = 0; i < stats_page::kNumFields; ++i) {
+        ASSERT_EQ(device.values[i], expected[i]) << "field " << i;
+      }
+    }
+    EXPECT_EQ(reported, !changed);
+    EXPECT_EQ(contents->busy_slots, changed && cut > 0 ? 1 : 0);  // byte 0 holds claimed's 1
+    (reported ? whole_reads : refused_reads) += 1;
+    // The next cut starts from a whole slot again.
+    std::atomic_ref<std::uint64_t>(page.slot(2)[0]).store(0);
+    stats_page::SlotWriter writer(page.slot(2));
+    ASSERT_TRUE(writer.claim());
+    const std::uint64_t values[stats_page::kNumFields] = {1, 2, 3};
+    writer.publish(values);
+  }
+  // Both outcomes were seen: the zeros after field 2 are whole, a cut in the check is refused.
+  EXPECT_GT(whole_reads, 0);
+  EXPECT_GT(refused_reads, 0);
+}
+
 // The same truncation raced from another thread at every moment the scheduler picks: each
 // read is whole or refused by name (size mismatch or truncated), never a crash.
 TEST(StatsPage, FileTruncatedConcurrentlyIsReportedNotACrash) {
