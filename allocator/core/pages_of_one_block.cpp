@@ -78,7 +78,10 @@ bool DeviceAllocator::page_too_large_near_full(std::size_t size) const {
 
 std::optional<std::pair<std::uintptr_t, Page>> DeviceAllocator::page_to_cut(
     const Block* block, const Request& request) const {
-  if (block->segment->expandable == nullptr ||
+  // A page that may be cut is whole 2 MiB granules, more than one (a page of one block is; a
+  // shared one is larger than a page made now), wholly inside the block: smaller hits, the
+  // most common, need no further test.
+  if (block->size < 2 * kSmallPage || block->segment->expandable == nullptr ||
       !should_split(request.pool->kind(), block->size, request.size, options_.max_split_size(),
                     /*expandable=*/true)) {
     return std::nullopt;  // served whole: nothing to cut

@@ -94,8 +94,16 @@
 // in proportion to the memory left, while each page created costs one cuMemCreate (about
 // 193 us) whatever its size. So a page in the large pool is at most
 // - with room: 1/kRoomPageDivisor of the memory this allocator may use (the device, or the
-//   per_process_memory_fraction cap): PyTorch's 20 MiB from 5 GiB on, less on a smaller
-//   device, where 20 MiB pages made early can strand a whole percent of it;
+//   per_process_memory_fraction cap): PyTorch's 20 MiB from 10 GiB on, less on a smaller
+//   device, where 20 MiB pages made early can strand a whole percent of it. Such a page,
+//   made early, often ends up holding a block that lives to the end beside free memory; at
+//   1/512 of the device it strands at most 0.2 % of it, the tie the memory target allows.
+//   With 1/256 (the value until 2026-12-04) the smallest device of 4 of 24 traces (the 11 real
+//   ones and bench/variants.sh's 13) was 0.05-0.5 % larger (`scaled_nca3d_x0.21` 1.0095
+//   against 1.0044 x its peak, `qwen7b` 1.0030 against 1.0025), of none smaller; it made 1-6 %
+//   fewer estimated calls on devices of 1.2-4 x the peak (the 11 traces at 1.2 x: 1,402
+//   against 1,456 ms) and about as many at 1.02 x (1,642 against 1,635 ms: `bert` 72.6
+//   against 81.9, `cs336_small` 186.6 against 135.9);
 // - without room: 1/kFreePageDivisor of the free memory left (20 MiB while 10 GiB are free),
 //   shrinking as the device fills, but never below 1/kDevicePageDivisor of the memory this
 //   allocator may use (nor 2 MiB, the granularity). A page then strands at most the same small
@@ -175,7 +183,7 @@ constexpr std::size_t kHeldPerMille = 1080;
 // Note [Pages shrink as the device fills]: the largest page, as a fraction of the memory this
 // allocator may use (with room) or of the free memory left (without), and the smallest page
 // without room, as a fraction of the memory this allocator may use.
-constexpr std::size_t kRoomPageDivisor = 256;
+constexpr std::size_t kRoomPageDivisor = 512;
 constexpr std::size_t kFreePageDivisor = 512;
 constexpr std::size_t kDevicePageDivisor = 1024;
 // Note [Room without asking]: decisions taken on one reading of the device before it is old, at

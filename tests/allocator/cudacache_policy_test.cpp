@@ -155,7 +155,7 @@ TEST_F(CudacachePolicy, AFailedGrowthInNewPagesLeavesMovesOn) {
 // (cudasim; on a GPU the memory does not change). The range ran out under the request and the
 // allocator followed a null block. A range is never smaller than its request now.
 TEST_F(CudacachePolicy, ANewRangeIsNeverSmallerThanItsRequest) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);  // large enough for 20 MiB pages
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);  // large enough for 20 MiB pages
   const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
@@ -216,6 +216,7 @@ TEST_F(CudacachePolicy, TheLadderMapsThePagesItUnmapsInsteadOfCreatingNewOnes) {
 }
 
 TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);  // 20 MiB pages from 10 GiB on
   DeviceAllocator allocator(0, options());
   void* p = allocator.allocate(30 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().create, 2u);  // two 20 MiB pages, as PyTorch
@@ -225,10 +226,10 @@ TEST_F(CudacachePolicy, CreatesPyTorchsPagesWhileTheDeviceHasRoom) {
 
 // Note [Fewer pages with room]: a growth still maps whole 20 MiB steps, but on a device of
 // 64 GiB creates them in pages of up to 64 MiB (1/1024 of the device): 150 MiB is three creates
-// and three maps, not eight. On an 8 GiB device (8 MiB would be 1/1024) it is PyTorch's pages.
+// and three maps, not eight. On a 16 GiB device (16 MiB would be 1/1024) it is PyTorch's pages.
 TEST_F(CudacachePolicy, WithRoomALargeDeviceCreatesAGrowthInFewerPages) {
   for (const auto& [gib, creates] :
-       {std::pair{std::size_t{64}, 3u}, std::pair{std::size_t{8}, 8u}}) {
+       {std::pair{std::size_t{64}, 3u}, std::pair{std::size_t{16}, 8u}}) {
     SCOPED_TRACE(gib);
     ASSERT_EQ(cudasim_set_capacity(0, gib << 30), 0);
     DeviceAllocator allocator(0, options());
@@ -251,17 +252,17 @@ TEST_F(CudacachePolicy, WithRoomALargeDeviceCreatesAGrowthInFewerPages) {
 // moved to it instead of new ones created for all of it.
 TEST_F(CudacachePolicy, AGrowthThatWouldEndTheRoomIsHeldToTheLimit) {
   // Room while a growth leaves 2,700 MiB free (what is held stays within 500 MiB); pages of
-  // 12 MiB (1/256 of the device) while there is room.
+  // 6 MiB (1/512 of the device) while there is room.
   ASSERT_EQ(cudasim_set_capacity(0, 3200 * kMiB), 0);
   DeviceAllocator allocator(0, options());
   void* a = allocator.allocate(240 * kMiB, nullptr);
   void* b = allocator.allocate(240 * kMiB, nullptr);
-  EXPECT_EQ(sim_calls().create, 40u);
+  EXPECT_EQ(sim_calls().create, 80u);
   allocator.deallocate(a);
   // 300 MiB more would hold 780 MiB: past the room, and past 1.08 x the 540 MiB then in use.
   void* c = allocator.allocate(300 * kMiB, nullptr);
   const cudasim_call_counts counts = sim_calls();
-  EXPECT_EQ(counts.unmap, 20u);  // a's pages, moved
+  EXPECT_EQ(counts.unmap, 40u);  // a's pages, moved
   EXPECT_LE(reserved(allocator.stats()), static_cast<std::int64_t>(540 * kMiB * 108 / 100));
   EXPECT_EQ(sim_counters().in_use_bytes, static_cast<std::size_t>(reserved(allocator.stats())));
   ASSERT_EQ(cudaMemset(c, 7, 300 * kMiB), cudaSuccess);
@@ -307,10 +308,10 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   cudasim_call_counts before = sim_calls();
   void* first = allocator.allocate(1000 * kMiB, nullptr);  // assumed 8,192 MiB free: room
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
-  EXPECT_EQ(sim_calls().create, before.create + 50);  // 20 MiB pages
+  EXPECT_EQ(sim_calls().create, before.create + 63);  // 16 MiB pages (1/512 of the device)
   before = sim_calls();
-  // Assumed 7,192 MiB free: no room, so the device is read: 5,144 MiB free, 10 MiB pages
-  // (Note [Pages shrink as the device fills]: 5,144 / 512 rounds down to five granules), and
+  // Assumed 7,184 MiB free: no room, so the device is read: 5,136 MiB free, 10 MiB pages
+  // (Note [Pages shrink as the device fills]: 5,136 / 512 rounds down to five granules), and
   // one page of its own for a block of at least four of them (Note [Pages of one block]).
   void* second = allocator.allocate(400 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
@@ -320,7 +321,8 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   void* third = allocator.allocate(6 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   // One page of 8 MiB: 1/512 of the 4,744 MiB the reading leaves after the 1,400 MiB held
-  // since, not of the 6,144 MiB free now.
+  // since (second extended the 8 MiB free at the end of first's pages), not of the 6,144 MiB
+  // free now.
   EXPECT_EQ(sim_calls().create, before.create + 1);
   EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(1408 * kMiB));
   for (void* p : {first, second, third}) allocator.deallocate(p);
@@ -370,7 +372,7 @@ TEST_F(CudacachePolicy, RoomFoundAgainShortensTheReadingsLifetime) {
 TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
   DeviceAllocator allocator(0, options());
-  void* first = allocator.allocate(20 * kMiB, nullptr);  // assumed: room, a 20 MiB page
+  void* first = allocator.allocate(16 * kMiB, nullptr);  // assumed: room, a 16 MiB page
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
@@ -380,10 +382,10 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   void* second = allocator.allocate(6 * kMiB, nullptr);
   const cudasim_call_counts after = sim_calls();
   EXPECT_GE(after.mem_get_info, before.mem_get_info + 1);
-  // The 20 MiB page that failed, then one of the smallest pages without room (8 MiB: 1/1024 of
+  // The 16 MiB page that failed, then one of the smallest pages without room (8 MiB: 1/1024 of
   // the device).
   EXPECT_EQ(after.create, before.create + 2);
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(28 * kMiB));
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(24 * kMiB));
   EXPECT_EQ(cudaMemset(second, 1, 6 * kMiB), cudaSuccess);
   allocator.deallocate(second);
   allocator.deallocate(first);
@@ -410,12 +412,12 @@ TEST_F(CudacachePolicy, AFailedReadingOfTheDeviceIsNoRoomAndIsTriedAgain) {
 }
 
 // A page holding a live block strands what else it holds: pages made with room are at most
-// 1/256 of the memory the allocator may use (the device, or per_process_memory_fraction's cap),
-// so 20 MiB from 5 GiB on and less below.
+// 1/512 of the memory the allocator may use (the device, or per_process_memory_fraction's cap),
+// so 20 MiB from 10 GiB on and less below.
 TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);
-  for (const auto& [fraction, page] : {std::pair{"1", 20 * kMiB}, std::pair{"0.25", 16 * kMiB},
-                                       std::pair{"0.125", 8 * kMiB}, std::pair{"0.03", 2 * kMiB}}) {
+  for (const auto& [fraction, page] : {std::pair{"1", 20 * kMiB}, std::pair{"0.5", 16 * kMiB},
+                                       std::pair{"0.25", 8 * kMiB}, std::pair{"0.03", 2 * kMiB}}) {
     SCOPED_TRACE(fraction);
     DeviceAllocator allocator(
         0, Options(std::string("policy:cudacache,per_process_memory_fraction:") + fraction));

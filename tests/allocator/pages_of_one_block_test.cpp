@@ -185,7 +185,7 @@ TEST_F(PagesOfOneBlock, ASteadyLoopWithoutRoomMakesNoDeviceCallAfterItsFirstStep
 // block, so the rest can move to another stream (uncut: out of memory, with 3 MiB free in a
 // page that also holds the block's end).
 TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsCutWhereABlockEndsNearAFullDevice) {
-  ASSERT_EQ(cudasim_set_capacity(0, 1024 * kMiB), 0);  // with room: 4 MiB pages
+  ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);  // with room: 4 MiB pages (1/512)
   const ScopedStream other;
   {
     DeviceAllocator allocator(0, options());
@@ -194,8 +194,8 @@ TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsCutWhereABlockEndsNearAFullDevic
     allocator.deallocate(freed);
     cudasim_call_counts before = sim_calls();
     EXPECT_EQ(before.create, 3u);
-    void* filler = allocator.allocate(1006 * kMiB, other);  // 6 MiB left on the device
-    ASSERT_LE(1024 * kMiB - sim_counters().in_use_bytes, 6 * kMiB);
+    void* filler = allocator.allocate(2030 * kMiB, other);  // 6 MiB left on the device
+    ASSERT_LE(2048 * kMiB - sim_counters().in_use_bytes, 6 * kMiB);
 
     before = sim_calls();
     void* ending = allocator.allocate(5 * kMiB, nullptr);  // ends 1 MiB into the second page
@@ -212,7 +212,7 @@ TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsCutWhereABlockEndsNearAFullDevic
     EXPECT_EQ(counts.unmap, before.unmap + 2);
     const MemoryStats stats = allocator.stats();
     EXPECT_EQ(stats.num_ooms, 0);
-    EXPECT_LE(sim_counters().in_use_bytes, 1024 * kMiB);
+    EXPECT_LE(sim_counters().in_use_bytes, 2048 * kMiB);
     ASSERT_EQ(cudaMemset(moved, 7, 8 * kMiB), cudaSuccess);
     EXPECT_TRUE(holds(ending, 5 * kMiB, 6));
     for (void* block : {moved, ending, filler, kept}) allocator.deallocate(block);
@@ -223,13 +223,13 @@ TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsCutWhereABlockEndsNearAFullDevic
 // Far from the limit the same page is left whole: a cut costs an unmap, a release and up to
 // three creates, and the memory it would free is not needed.
 TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsLeftWholeFarFromTheLimit) {
-  ASSERT_EQ(cudasim_set_capacity(0, 1024 * kMiB), 0);
+  ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);  // with room: 4 MiB pages (1/512)
   const ScopedStream other;
   DeviceAllocator allocator(0, options());
   void* freed = allocator.allocate(8 * kMiB, nullptr);
   void* kept = allocator.allocate(2 * kMiB, nullptr);
   allocator.deallocate(freed);
-  void* filler = allocator.allocate(900 * kMiB, other);  // 112 MiB left: no room, not full
+  void* filler = allocator.allocate(1880 * kMiB, other);  // 156 MiB left: no room, not full
   const cudasim_call_counts before = sim_calls();
   void* ending = allocator.allocate(5 * kMiB, nullptr);
   const cudasim_call_counts counts = sim_calls();

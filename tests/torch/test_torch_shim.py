@@ -108,8 +108,9 @@ class TorchShim(unittest.TestCase):
             after = [cudacache.memory_reserved(), cudasim_counters()["in_use_bytes"],
                      cudacache.memory_allocated()]
             report({"before": before, "after": after})
-            """, controls=True)
-        # cudacache's default policy: the 30 MiB temporary extends the first 20 MiB page by one
+            """, controls=True, capacity="16GiB")
+        # cudacache's default policy (20 MiB pages with room on a 16 GiB device: 1/512 of it,
+        # at most PyTorch's 20 MiB): the 30 MiB temporary extends the first 20 MiB page by one
         # more, which empty_cache unmaps and releases.
         self.assertEqual(r["before"], [40 * MiB, 40 * MiB])
         self.assertEqual(r["after"], [20 * MiB, 20 * MiB, MiB + 512])
