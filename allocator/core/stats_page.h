@@ -8,7 +8,8 @@
 //   word 2        check: slot_check(sequence, values), never 0
 //   words 3...    the Field values
 // Each device's slot has a single writer (its allocator, under its own mutex): a write is two
-// stores of the sequence around relaxed stores of the values, with no lock and no system call.
+// stores of the sequence around stores of the values and the check, with no lock and no system
+// call.
 // Readers check the header with pread, map the file read-only and keep a slot only when its
 // sequence was even and unchanged around the values and the check matches them (a file truncated
 // meanwhile is reported, not a crash: SIGBUS is caught during the read; one truncated and grown

@@ -10,9 +10,14 @@ policy"); te is pytorch-expandable.
 
 import json
 import math
+import pathlib
 import sys
 
-MIB = 1 << 20
+# The targets' numbers come from the script that writes RESULTS.md, so that the two agree.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "replay"))
+from write_results import (HELD_LIMIT, MEMORY_LIMIT, MEMORY_SLACK_BYTES,  # noqa: E402
+                           TIE_BYTES, TIE_RATIO)
+
 ALLOCATORS = ("cudacache", "pytorch-expandable", "cub", "nocache")
 
 
@@ -26,7 +31,7 @@ def result(trace, allocator):
 def within_tie(bytes_, other):
     """At most 0.2 % or one 2 MiB step above `other`'s smallest device."""
     theirs = other["min_capacity_bytes"]
-    return bytes_ <= max(theirs * 1.002, theirs + 2 * MIB)
+    return bytes_ <= max(theirs * TIE_RATIO, theirs + TIE_BYTES)
 
 
 def check(minimum, pressure):
@@ -44,11 +49,11 @@ def check(minimum, pressure):
             if r["min_capacity_bytes"] is not None:  # null: no device up to the default one
                 logs[allocator].append(math.log(r["min_capacity_over_requested"]))
         smallest = cc["min_capacity_bytes"]
-        floor = (none["min_capacity_bytes"] or 0) + 4 * MIB
+        floor = (none["min_capacity_bytes"] or 0) + MEMORY_SLACK_BYTES
         # A te or CUB that found no device sets no bound; a cudacache that found none misses.
-        memory = smallest is not None and smallest <= max(1.01 * peak, floor) and all(
+        memory = smallest is not None and smallest <= max(MEMORY_LIMIT * peak, floor) and all(
             other["min_capacity_bytes"] is None or within_tie(smallest, other) for other in (te, cub))
-        held = cc["reserved_over_requested"] <= max(1.10, cub["reserved_over_requested"])
+        held = cc["reserved_over_requested"] <= max(HELD_LIMIT, cub["reserved_over_requested"])
         calls = cc["estimated_device_call_seconds"] <= te["estimated_device_call_seconds"]
         p = under_pressure[trace["name"]]
         pcc, pte = result(p, "cudacache"), result(p, "pytorch-expandable")

@@ -159,6 +159,13 @@ def main(argv):
     except (OSError, ValueError) as error:
         print(f"make_variants.py: {error}", file=sys.stderr)
         return 2
+    # Other traces in OUT_DIR (an earlier run's, or the user's) are left alone, but named: a
+    # replay of OUT_DIR/*.csv would count them with the variants.
+    made = {f"{name}.csv" for name in names}
+    others = sorted(p.name for p in pathlib.Path(argv[2]).glob("*.csv") if p.name not in made)
+    if others:
+        print(f"make_variants.py: {argv[2]} also holds {len(others)} other trace(s), not made by "
+              f"this run: {', '.join(others)}", file=sys.stderr)
     print("\n".join(names))
     return 0
 

@@ -101,6 +101,25 @@ class Variants(unittest.TestCase):
             for name in names:
                 self.assertTrue(replayable(make_variants.load(out / f"{name}.csv")), name)
 
+    def test_other_traces_in_the_output_folder_are_named_and_kept(self):
+        with tempfile.TemporaryDirectory() as folder:
+            traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
+            traces.mkdir()
+            out.mkdir()
+            make_variants.save(traces / "bert_large_inference.csv", SMALL)
+            make_variants.save(out / "scaled_old_x1.0.csv", SMALL)  # an earlier run's
+            run = subprocess.run([sys.executable, VARIANTS / "make_variants.py", traces, out],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertIn("1 other trace(s), not made by this run: scaled_old_x1.0.csv",
+                          run.stderr)
+            self.assertNotIn("scaled_bert_x2.7", run.stderr)
+            self.assertTrue((out / "scaled_old_x1.0.csv").is_file())
+            # A second run into the same folder names only the stranger.
+            run = subprocess.run([sys.executable, VARIANTS / "make_variants.py", traces, out],
+                                 capture_output=True, text=True)
+            self.assertIn(": scaled_old_x1.0.csv", run.stderr)
+
     def test_a_bad_header_or_folder_is_refused(self):
         with tempfile.TemporaryDirectory() as folder:
             bad = pathlib.Path(folder, "bert_large_inference.csv")
