@@ -97,7 +97,7 @@
 //   per_process_memory_fraction cap): PyTorch's 20 MiB from 10 GiB on, less on a smaller
 //   device, where 20 MiB pages made early can strand a whole percent of it. Such a page,
 //   made early, often ends up holding a block that lives to the end beside free memory; at
-//   1/512 of the device it strands at most 0.2 % of it, the tie the memory target allows.
+//   1/512 of the device each strands at most 0.2 % of it, the tie the memory target allows.
 //   With 1/256 (the value until 2026-12-04) the smallest device of 4 of 24 traces (the 11 real
 //   ones and bench/variants.sh's 13) was 0.05-0.5 % larger (`scaled_nca3d_x0.21` 1.0095
 //   against 1.0044 x its peak, `qwen7b` 1.0030 against 1.0025), of none smaller; it made 1-6 %
