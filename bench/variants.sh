@@ -13,6 +13,7 @@ if [[ ! -d $traces ]]; then
   echo "variants.sh: traces folder '$traces' not found (pass it as the first argument)" >&2
   exit 2
 fi
+traces=$(cd "$traces" && pwd)  # the script works from the project's root
 cd "$root"
 cmake --preset release >/dev/null
 cmake --build --preset release --target cudacache-replay >&2
