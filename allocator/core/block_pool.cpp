@@ -15,16 +15,14 @@ std::size_t growable_size(const Block* block) {
 }  // namespace
 
 Block* BlockPool::smallest_fit(cudaStream_t stream, std::size_t size) const {
-  Block key = search_key(stream, size);
-  const auto it = free_.lower_bound(&key);
+  const auto it = free_.lower_bound(FreeIndex::search_key(stream, size));
   return it != free_.end() && (*it)->stream == stream ? *it : nullptr;
 }
 
 Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
                                 FitRule rule, Lifetime lifetime) {
   ++search_count_;
-  Block key = search_key(stream, size);
-  auto it = free_.lower_bound(&key);
+  auto it = free_.lower_bound(FreeIndex::search_key(stream, size));
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
   // With no long-lived hole in the pool, a lifetime changes nothing: no scan for one.
   it = lifetime == Lifetime::kUnknown || long_lived_holes_ == 0
@@ -33,21 +31,20 @@ Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size
   if (it == free_.end() || !may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
   if (block->long_lived_hole) --long_lived_holes_;
-  auto node = free_.extract(it);
-  if (spare_node_.empty()) spare_node_ = std::move(node);
+  free_.erase(it);
   return block;
 }
 
-BlockPool::FreeIndex::iterator BlockPool::candidate(FreeIndex::iterator at, cudaStream_t stream,
-                                                    bool pass_holes) const {
+FreeIndex::Iterator BlockPool::candidate(FreeIndex::Iterator at, cudaStream_t stream,
+                                         bool pass_holes) const {
   int steps = 0;
   auto of_stream = [&] { return at != free_.end() && (*at)->stream == stream; };
   while (pass_holes && of_stream() && (*at)->long_lived_hole && ++steps < kLifetimeScan) ++at;
   return of_stream() && !(pass_holes && (*at)->long_lived_hole) ? at : free_.end();
 }
 
-BlockPool::FreeIndex::iterator BlockPool::rule_fit(FreeIndex::iterator it, cudaStream_t stream,
-                                                   FitRule rule, bool pass_holes) const {
+FreeIndex::Iterator BlockPool::rule_fit(FreeIndex::Iterator it, cudaStream_t stream, FitRule rule,
+                                        bool pass_holes) const {
   while (rule == FitRule::kLeastGrowable) {
     const auto next = candidate(std::next(it), stream, pass_holes);
     if (next == free_.end() || growable_size(*next) >= growable_size(*it)) break;
@@ -56,11 +53,10 @@ BlockPool::FreeIndex::iterator BlockPool::rule_fit(FreeIndex::iterator it, cudaS
   return it;
 }
 
-BlockPool::FreeIndex::iterator BlockPool::lifetime_fit(FreeIndex::iterator smallest,
-                                                       cudaStream_t stream, std::size_t size,
-                                                       std::size_t max_split_size, FitRule rule,
-                                                       Lifetime lifetime) const {
-  auto serves = [&](FreeIndex::iterator at) {
+FreeIndex::Iterator BlockPool::lifetime_fit(FreeIndex::Iterator smallest, cudaStream_t stream,
+                                            std::size_t size, std::size_t max_split_size,
+                                            FitRule rule, Lifetime lifetime) const {
+  auto serves = [&](FreeIndex::Iterator at) {
     return may_serve((*at)->size, size, max_split_size);
   };
   if (lifetime == Lifetime::kLong) {
@@ -98,13 +94,7 @@ void BlockPool::insert(Block* block) {
     return;
   }
   if (block->long_lived_hole) ++long_lived_holes_;
-  if (spare_node_.empty()) {
-    free_.insert(block);
-    return;
-  }
-  spare_node_.value() = block;
-  free_.insert(std::move(spare_node_));
-  spare_node_ = {};
+  free_.insert(block);
 }
 
 void BlockPool::erase(Block* block) {
@@ -112,9 +102,7 @@ void BlockPool::erase(Block* block) {
     unmapped_.erase(block);
     return;
   }
-  auto node = free_.extract(block);
-  if (!node.empty() && block->long_lived_hole) --long_lived_holes_;
-  if (spare_node_.empty()) spare_node_ = std::move(node);
+  if (free_.erase(block) && block->long_lived_hole) --long_lived_holes_;
 }
 
 void BlockPool::replace_unmapped(Block* block, Block* with) {
@@ -135,8 +123,7 @@ std::size_t BlockPool::largest_free_block() const {
   for (auto it = free_.end(); it != free_.begin();) {
     --it;
     largest = std::max(largest, (*it)->size);
-    Block key = search_key((*it)->stream, 0);
-    it = free_.lower_bound(&key);
+    it = free_.lower_bound(FreeIndex::search_key((*it)->stream, 0));
   }
   return largest;
 }

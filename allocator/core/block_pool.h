@@ -1,6 +1,7 @@
 // A pool's index of free blocks, and the split and merge operations on a segment's blocks.
 //
-// Free blocks are ordered by (stream, size, segment order, address): the first block not below
+// Free blocks are ordered by (stream, size, segment order, address), called BlockOrder below and
+// kept by FreeIndex (free_index.h, Note [Free index]): the first block not below
 // (stream, size, 0, 0) is the best fit on that stream; among equal sizes, the block of the
 // oldest segment (the one cudaMalloc'd first), then the lowest address within that segment.
 // This is PyTorch's order (observed in PyTorch 2.15 on cudasim; its allocation-order counter,
@@ -10,6 +11,7 @@
 // Linux's mmap go top down): a newer segment then wins ties that PyTorch gives to an older one.
 #pragma once
 
+#include "free_index.h"
 #include "lifetime_predictor.h"
 #include "segment.h"
 
@@ -19,17 +21,6 @@
 #include <vector>
 
 namespace cudacache {
-
-struct BlockOrder {
-  bool operator()(const Block* a, const Block* b) const {
-    const auto stream_a = reinterpret_cast<std::uintptr_t>(a->stream);
-    const auto stream_b = reinterpret_cast<std::uintptr_t>(b->stream);
-    if (stream_a != stream_b) return stream_a < stream_b;
-    if (a->size != b->size) return a->size < b->size;
-    if (a->segment_order != b->segment_order) return a->segment_order < b->segment_order;
-    return a->address < b->address;
-  }
-};
 
 // Unmapped stretches of expandable segments, by (stream, address): the lowest address first.
 struct UnmappedOrder {
@@ -87,8 +78,8 @@ class BlockPool {
   void for_each_free_of_at_least(std::size_t size, Fn&& fn) const {
     for (auto it = free_.begin(); it != free_.end();) {
       const cudaStream_t stream = (*it)->stream;
-      Block key = search_key(stream, size);
-      for (it = free_.lower_bound(&key); it != free_.end() && (*it)->stream == stream; ++it) {
+      for (it = free_.lower_bound(FreeIndex::search_key(stream, size));
+           it != free_.end() && (*it)->stream == stream; ++it) {
         fn(*it);
       }
     }
@@ -97,16 +88,15 @@ class BlockPool {
   // returns true.
   template <typename Fn>
   void for_each_fit(cudaStream_t stream, std::size_t size, Fn&& fn) const {
-    Block key = search_key(stream, size);
-    for (auto it = free_.lower_bound(&key); it != free_.end() && (*it)->stream == stream; ++it) {
+    for (auto it = free_.lower_bound(FreeIndex::search_key(stream, size));
+         it != free_.end() && (*it)->stream == stream; ++it) {
       if (!fn(*it)) return;
     }
   }
   // The free blocks of `stream` smaller than `size`, largest first, while fn returns true.
   template <typename Fn>
   void for_each_smaller(cudaStream_t stream, std::size_t size, Fn&& fn) const {
-    Block key = search_key(stream, size);
-    for (auto it = free_.lower_bound(&key); it != free_.begin();) {
+    for (auto it = free_.lower_bound(FreeIndex::search_key(stream, size)); it != free_.begin();) {
       --it;
       if ((*it)->stream != stream || !fn(*it)) return;
     }
@@ -114,7 +104,7 @@ class BlockPool {
   // The unmapped stretches of `stream`, lowest address first, while fn returns true.
   template <typename Fn>
   void for_each_unmapped(cudaStream_t stream, Fn&& fn) const {
-    Block key = search_key(stream, 0);
+    Block key = unmapped_key(stream);
     for (auto it = unmapped_.lower_bound(&key); it != unmapped_.end(); ++it) {
       if ((*it)->stream != stream || !fn(*it)) return;
     }
@@ -137,36 +127,31 @@ class BlockPool {
   void recycle(Block* block);
 
  private:
-  using FreeIndex = std::set<Block*, BlockOrder>;
   using UnmappedIndex = std::set<Block*, UnmappedOrder>;
 
   // `at`, or with `pass_holes` the first block from `at` that is not a long-lived hole (within
   // kLifetimeScan), if it is `stream`'s; else free_.end().
-  FreeIndex::iterator candidate(FreeIndex::iterator at, cudaStream_t stream, bool pass_holes) const;
+  FreeIndex::Iterator candidate(FreeIndex::Iterator at, cudaStream_t stream, bool pass_holes) const;
   // `rule`'s choice from `it` (a block of `stream` large enough): with kLeastGrowable, on to the
   // next candidate while it could grow less.
-  FreeIndex::iterator rule_fit(FreeIndex::iterator it, cudaStream_t stream, FitRule rule,
+  FreeIndex::Iterator rule_fit(FreeIndex::Iterator it, cudaStream_t stream, FitRule rule,
                                bool pass_holes) const;
   // take_best_fit's choice for a known lifetime, from the smallest block large enough (of
   // `stream`); when the block it would take may not be split for the request, `rule`'s choice
   // without lifetimes.
-  FreeIndex::iterator lifetime_fit(FreeIndex::iterator smallest, cudaStream_t stream,
+  FreeIndex::Iterator lifetime_fit(FreeIndex::Iterator smallest, cudaStream_t stream,
                                    std::size_t size, std::size_t max_split_size, FitRule rule,
                                    Lifetime lifetime) const;
 
-  // The key that sorts before every block of `stream` of `size` bytes or more.
-  static Block search_key(cudaStream_t stream, std::size_t size) {
-    Block key;  // segment_order 0 and address 0 sort before every real block
+  // The key that sorts before every unmapped stretch of `stream`.
+  static Block unmapped_key(cudaStream_t stream) {
+    Block key;  // address 0 sorts before every real block
     key.stream = stream;
-    key.size = size;
     return key;
   }
 
   PoolKind kind_;
   FreeIndex free_;
-  // A node of free_ kept for the next insert: take + split + insert and merge + insert then
-  // allocate no host memory.
-  FreeIndex::node_type spare_node_;
   UnmappedIndex unmapped_;
   std::vector<Block*> spare_;
   std::uint64_t search_count_ = 0;

@@ -1,0 +1,199 @@
+// FreeIndex (allocator/core/free_index.h) against std::set in the same order: the same blocks,
+// in the same order, found by the same searches, through random insertions and removals that
+// grow the index to thousands of blocks (leaves split, join and even out) and shrink it again.
+#include "free_index.h"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+namespace cudacache {
+namespace {
+
+struct SetOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    return FreeIndex::below(a, FreeIndex::key_of(b));
+  }
+};
+
+cudaStream_t fake_stream(std::uintptr_t id) { return reinterpret_cast<cudaStream_t>(id); }
+
+// The index's blocks, front to back and back to front, and its size, equal the set's.
+void expect_same(const FreeIndex& index, const std::set<Block*, SetOrder>& expected) {
+  ASSERT_EQ(index.size(), expected.size());
+  ASSERT_EQ(index.empty(), expected.empty());
+  std::vector<Block*> forward(index.begin(), index.end());
+  ASSERT_EQ(forward, std::vector<Block*>(expected.begin(), expected.end()));
+  std::vector<Block*> backward;
+  for (auto it = index.end(); it != index.begin();) backward.push_back(*--it);
+  ASSERT_EQ(backward, std::vector<Block*>(expected.rbegin(), expected.rend()));
+}
+
+TEST(FreeIndex, EmptyIndexHasNothingToFindOrErase) {
+  FreeIndex index;
+  EXPECT_TRUE(index.empty());
+  EXPECT_EQ(index.begin(), index.end());
+  EXPECT_EQ(index.lower_bound(FreeIndex::search_key(nullptr, 0)), index.end());
+  Block block;
+  block.size = 512;
+  EXPECT_FALSE(index.erase(&block));
+  EXPECT_EQ(index.size(), 0u);
+}
+
+TEST(FreeIndex, OrdersByStreamThenSizeThenSegmentThenAddress) {
+  std::vector<Block> blocks(5);
+  const auto set = [](Block& block, std::uintptr_t stream, std::size_t size, std::uint64_t segment,
+                      std::uintptr_t address) {
+    block.stream = fake_stream(stream);
+    block.size = size;
+    block.segment_order = segment;
+    block.address = address;
+  };
+  set(blocks[0], 2, 512, 1, 0x1000);
+  set(blocks[1], 1, 4096, 1, 0x9000);
+  set(blocks[2], 1, 1024, 2, 0x1000);
+  set(blocks[3], 1, 1024, 1, 0x8000);
+  set(blocks[4], 1, 1024, 1, 0x2000);
+  FreeIndex index;
+  for (Block& block : blocks) index.insert(&block);
+  EXPECT_EQ(std::vector<Block*>(index.begin(), index.end()),
+            (std::vector<Block*>{&blocks[4], &blocks[3], &blocks[2], &blocks[1], &blocks[0]}));
+  // The best fit for 1,000 bytes on stream 1 is the oldest segment's lowest address; for 2,000
+  // bytes the 4 KiB block; stream 2 starts after every block of stream 1.
+  EXPECT_EQ(*index.lower_bound(FreeIndex::search_key(fake_stream(1), 1000)), &blocks[4]);
+  EXPECT_EQ(*index.lower_bound(FreeIndex::search_key(fake_stream(1), 2000)), &blocks[1]);
+  EXPECT_EQ(*index.lower_bound(FreeIndex::search_key(fake_stream(2), 0)), &blocks[0]);
+  EXPECT_EQ(index.lower_bound(FreeIndex::search_key(fake_stream(2), 513)), index.end());
+}
+
+// Two leaves, one shrinking next to a full one: it takes blocks from the full one's front, then
+// gives the other leaf's last blocks to the shrinking one's front; the order holds throughout.
+TEST(FreeIndex, LeavesEvenOutInBothDirections) {
+  constexpr std::size_t kCapacity = FreeIndex::kLeafCapacity;
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (std::size_t i = 0; i < 2 * kCapacity; ++i) {
+    blocks.push_back(std::make_unique<Block>());
+    blocks.back()->size = 512;  // one stream, size and segment: ordered by address
+    blocks.back()->address = 0x1000 * (i + 1);
+  }
+  FreeIndex index;
+  std::set<Block*, SetOrder> expected;
+  const auto insert = [&](std::size_t i) {
+    index.insert(blocks[i].get());
+    expected.insert(blocks[i].get());
+  };
+  const auto erase = [&](std::size_t i) {
+    ASSERT_TRUE(index.erase(blocks[i].get()));
+    expected.erase(blocks[i].get());
+  };
+  // One full leaf, then a split into halves; the later blocks all go to the second leaf.
+  const std::size_t half = kCapacity / 2;
+  const std::size_t total = kCapacity + 48;
+  for (std::size_t i = 0; i < total; ++i) insert(i);
+  ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  // The first leaf shrinks below the minimum beside a second leaf too full to join it.
+  for (std::size_t i = 0; i < half - FreeIndex::kLeafMinimum + 1; ++i) {
+    erase(i);
+    ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  }
+  // The erased blocks come back (into the first leaf), then the second leaf shrinks.
+  for (std::size_t i = 0; i < half - FreeIndex::kLeafMinimum + 1; ++i) insert(i);
+  ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  for (std::size_t i = total; i-- > total - kCapacity / 2;) {
+    erase(i);
+    ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  }
+}
+
+// Random insertions and removals, by block and by iterator, checked against std::set after
+// every change while small and every 97 changes after, and every search against the set's.
+TEST(FreeIndex, MatchesAnOrderedSetThroughRandomChanges) {
+  std::mt19937_64 random(20261204);
+  constexpr std::size_t kBlocks = 6000;  // about 50 leaves when all are in
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (std::size_t i = 0; i < kBlocks; ++i) {
+    auto block = std::make_unique<Block>();
+    block->stream = fake_stream(1 + random() % 3);
+    block->size = (1 + random() % 64) * 512;  // many equal sizes: the later fields decide
+    block->segment_order = 1 + random() % 4;
+    block->address = 0x100000 + i * 0x1000;
+    blocks.push_back(std::move(block));
+  }
+  FreeIndex index;
+  std::set<Block*, SetOrder> expected;
+  std::vector<bool> inside(kBlocks, false);
+  std::size_t changes = 0;
+  // Phases: grow to nearly all blocks, shrink to a few, grow again, churn around that size
+  // (leaves split, join and even out at once), empty it.
+  struct Phase {
+    std::size_t target;
+    std::size_t churn;  // changes after reaching the target, each way at random
+  };
+  for (const Phase phase :
+       {Phase{kBlocks * 9 / 10, 0}, Phase{20, 0}, Phase{kBlocks / 2, 20000}, Phase{0, 0}}) {
+    std::size_t churn = phase.churn;
+    while (expected.size() != phase.target || churn > 0) {
+      const std::size_t i = random() % kBlocks;
+      Block* block = blocks[i].get();
+      bool grow = expected.size() < phase.target;
+      if (expected.size() == phase.target || (churn > 0 && random() % 3 == 0)) {
+        grow = random() % 2 == 0;
+        if (churn > 0) --churn;
+      }
+      if (grow && !inside[i]) {
+        index.insert(block);
+        expected.insert(block);
+        inside[i] = true;
+      } else if (!grow && inside[i]) {
+        if (random() % 2 == 0) {
+          ASSERT_TRUE(index.erase(block));
+        } else {
+          // By iterator, found as a search finds it.
+          auto it = index.lower_bound(FreeIndex::key_of(block));
+          ASSERT_NE(it, index.end());
+          ASSERT_EQ(*it, block);
+          index.erase(it);
+        }
+        expected.erase(block);
+        inside[i] = false;
+      } else if (!inside[i]) {
+        ASSERT_FALSE(index.erase(block));  // not in the index: nothing changes
+      } else {
+        continue;
+      }
+      ++changes;
+      if (expected.size() < 300 || changes % 97 == 0) {
+        ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+      }
+      // A best-fit search for a random request, and the walk from it, as the pool does.
+      Block key;
+      key.stream = fake_stream(1 + random() % 3);
+      key.size = random() % (65 * 512);
+      const auto found = index.lower_bound(FreeIndex::key_of(&key));
+      const auto wanted = expected.lower_bound(&key);
+      if (wanted == expected.end()) {
+        ASSERT_EQ(found, index.end());
+      } else {
+        ASSERT_NE(found, index.end());
+        ASSERT_EQ(*found, *wanted);
+        const auto next = std::next(wanted);
+        if (next == expected.end()) {
+          ASSERT_EQ(std::next(found), index.end());
+        } else {
+          ASSERT_EQ(*std::next(found), *next);
+        }
+      }
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  EXPECT_TRUE(index.empty());
+}
+
+}  // namespace
+}  // namespace cudacache
