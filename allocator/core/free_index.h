@@ -14,8 +14,9 @@
 // pointers; a leaf that fills splits, one that empties below a quarter joins or evens out with a
 // neighbour. Side by side (bench/bench_free_index.cpp, a search, a removal and an insertion):
 // 21 against 29 ns with 4 free blocks, 49 against 85 with 64, 161 against 172 with 1,024, 614
-// against 598 with 65,536; replays of the real traces spend 5-20 % less time per event in the
-// allocator, under every policy (README, "Traces and `cudacache-replay`").
+// against 598 with 65,536; replays of the 11 real traces spend 12-15 % less time per event in
+// the allocator (geometric mean; 0.76 to 1.01 x per trace and policy), under every policy
+// (README, "Traces and `cudacache-replay`").
 //
 // The key of a block must not change while it is in the index (as with any ordered
 // container): BlockPool takes a block out before splitting, merging or unmapping it.
