@@ -59,7 +59,9 @@ class FreeIndex {
     if (block->segment_order != key.segment_order) return block->segment_order < key.segment_order;
     return block->address < key.address;
   }
-  // Whether block `a` sorts before block `b` (BlockOrder).
+  // Whether block `a` sorts before block `b` (BlockOrder): below() against a block, written out
+  // because insertions and removals search with it (below(a, key_of(b)) rebuilt the key at each
+  // step: about 14 instructions more per insertion on `qwen7b`).
   static bool before(const Block* a, const Block* b) {
     if (a->stream != b->stream) {
       return reinterpret_cast<std::uintptr_t>(a->stream) <
@@ -75,6 +77,7 @@ class FreeIndex {
   // iterator stepping past them learns that the leaf ends). A full leaf splits in two; one that
   // holds fewer than kLeafMinimum joins a neighbour, or takes blocks from it.
   static constexpr std::size_t kLeafBytes = 1024;
+  // Four words of the leaf are not blocks: previous, next, count and the null.
   static constexpr std::size_t kLeafCapacity = kLeafBytes / sizeof(Block*) - 4;
   static constexpr std::size_t kLeafMinimum = kLeafCapacity / 4;
 
