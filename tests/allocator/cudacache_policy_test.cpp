@@ -382,10 +382,10 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
   void* second = allocator.allocate(6 * kMiB, nullptr);
   const cudasim_call_counts after = sim_calls();
   EXPECT_GE(after.mem_get_info, before.mem_get_info + 1);
-  // The 16 MiB page that failed, then one of the smallest pages without room (8 MiB: 1/1024 of
-  // the device).
-  EXPECT_EQ(after.create, before.create + 2);
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(24 * kMiB));
+  // The 16 MiB page that failed, then pages of at most a quarter of what the device has left
+  // (2 MiB of the 10), below the smallest page without room (8 MiB: 1/1024 of the device).
+  EXPECT_EQ(after.create, before.create + 4);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(22 * kMiB));
   EXPECT_EQ(cudaMemset(second, 1, 6 * kMiB), cudaSuccess);
   allocator.deallocate(second);
   allocator.deallocate(first);
@@ -460,6 +460,29 @@ TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
     allocator.empty_cache();
     ASSERT_EQ(cudaFree(other), cudaSuccess);
   }
+}
+
+// Near the limit a page is at most a quarter of what the device has left, however large the
+// smallest page without room (12 MiB: 1/1024 of this device): with 8 MiB left, a 7 MiB request
+// gets four 2 MiB pages, where a 12 MiB page could not be created and the request ran out of
+// memory with the device's 8 MiB free (found on a variant of the real traces,
+// concat_cs336_small_gcn, at its smallest device).
+TEST_F(CudacachePolicy, TheLastPagesBeforeTheLimitAreOnesTheDeviceCanGive) {
+  constexpr std::size_t kDevice = std::size_t{12} << 30;
+  ASSERT_EQ(cudasim_set_capacity(0, kDevice), 0);
+  void* other = nullptr;  // another user of the device leaves it 8 MiB
+  ASSERT_EQ(cudaMalloc(&other, kDevice - 8 * kMiB), cudaSuccess);
+  DeviceAllocator allocator(0, options());
+  // Too large for the device: it is read, and the reading says how little is left.
+  EXPECT_THROW(allocator.allocate(64 * kMiB, nullptr), OutOfMemoryError);
+  const cudasim_call_counts before = sim_calls();
+  void* p = allocator.allocate(7 * kMiB, nullptr);
+  EXPECT_EQ(sim_calls().create, before.create + 4);
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(8 * kMiB));
+  EXPECT_EQ(cudaMemset(p, 1, 7 * kMiB), cudaSuccess);
+  allocator.deallocate(p);
+  allocator.empty_cache();
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
 }
 
 TEST_F(CudacachePolicy, ASmallDeviceGetsSmallPages) {
