@@ -228,7 +228,12 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
 }
 
 Block* DeviceAllocator::take_cached(const Request& request) {
-  return fit_own_pages(take_best_fit(request), request);
+  Block* block = take_best_fit(request);
+  // Nearly every hit cuts no page: fit_own_pages() only where one may be cut.
+  if (block == nullptr || policy_ != PlacementPolicy::kCudacache || !may_cut_page(block, request)) {
+    return block;
+  }
+  return fit_own_pages(block, request);
 }
 
 Block* DeviceAllocator::take_best_fit(const Request& request) {

@@ -212,8 +212,26 @@ class DeviceAllocator {
   // is cut where a request would end inside it (Note [Pages of one block]).
   static constexpr std::size_t kNearFullPages = 2;
   // Whether a shared page of `size` bytes is cut: the device has less than kNearFullPages
-  // times `size` left and a page made now would be smaller.
-  bool page_too_large_near_full(std::size_t size) const CUDACACHE_REQUIRES(mutex_);
+  // times `size` left and a page made now would be smaller (Note [Pages of one block]).
+  // growth_page() is asked only with a valid reading (2 MiB otherwise).
+  bool page_too_large_near_full(std::size_t size) const CUDACACHE_REQUIRES(mutex_) {
+    return device_reading_.valid && estimated_available() < kNearFullPages * size &&
+           size > growth_page(PoolKind::kLarge, /*room=*/false);
+  }
+  // Whether serving `request` from the free block `block` may cut a page (page_to_cut says
+  // which): a block of more than one granule that is split, in a range with pages of one block,
+  // or in the large pool near a full device. Inline: asked on every cache hit, and false on
+  // nearly all of them.
+  bool may_cut_page(const Block* block, const Request& request) const CUDACACHE_REQUIRES(mutex_) {
+    if (block->size < 2 * kSmallPage || block->segment->expandable == nullptr ||
+        !should_split(request.pool->kind(), block->size, request.size, options_.max_split_size(),
+                      /*expandable=*/true)) {
+      return false;  // served whole: nothing to cut
+    }
+    return block->segment->expandable->has_exclusive_pages() ||
+           (request.pool->kind() == PoolKind::kLarge &&
+            page_too_large_near_full(largest_room_page()));
+  }
   // The page (its address and itself) that serving `request` from the free block `block` would
   // cut: one wholly inside the block that the request would end inside, a page of one block or
   // a page too large near a full device. None for most blocks (no page lookup on a cache hit).
@@ -254,15 +272,38 @@ class DeviceAllocator {
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);
   // The largest page a growth in the large pool creates with room, and so the largest page that
-  // may hold a block and free memory beside it (Note [Fewer pages with room]).
-  std::size_t largest_room_page() const CUDACACHE_REQUIRES(mutex_);
+  // may hold a block and free memory beside it (Note [Fewer pages with room]): worked out by
+  // largest_room_page_within() when the memory limit changes, kept for the cache hits that ask.
+  std::size_t largest_room_page() const CUDACACHE_REQUIRES(mutex_) {
+    const std::size_t limit = memory_limit();
+    if (limit != room_page_limit_) {
+      room_page_ = largest_room_page_within(limit);
+      room_page_limit_ = limit;
+    }
+    return room_page_;
+  }
+  static std::size_t largest_room_page_within(std::size_t limit);
   // The memory this allocator may use (the device, or the per_process_memory_fraction cap),
   // and what of it is free now, on the last reading of the device and the allocator's own
-  // changes since (Note [Room without asking]).
-  std::size_t memory_limit() const CUDACACHE_REQUIRES(mutex_);
-  std::size_t estimated_available() const CUDACACHE_REQUIRES(mutex_);
+  // changes since (Note [Room without asking]). Inline, as bytes_held(): may_cut_page() asks
+  // on every cache hit.
+  std::size_t memory_limit() const CUDACACHE_REQUIRES(mutex_) {
+    return std::min(device_reading_.total_bytes, allowed_maximum_);
+  }
+  std::size_t estimated_available() const CUDACACHE_REQUIRES(mutex_) {
+    const DeviceReading& reading = device_reading_;
+    const std::size_t free_or_ours = reading.free_bytes + reading.held_bytes;
+    const std::size_t free_bytes =
+        std::min(reading.total_bytes, free_or_ours - std::min(bytes_held(), free_or_ours));
+    const std::size_t limit = memory_limit();
+    return std::min(free_bytes, limit - std::min(limit, reserved_total_));
+  }
   // Device memory this allocator holds: its mapped pages and the pages being moved.
-  std::size_t bytes_held() const CUDACACHE_REQUIRES(mutex_);
+  std::size_t bytes_held() const CUDACACHE_REQUIRES(mutex_) {
+    std::size_t held = reserved_total_;
+    for (const Page& page : moved_pages_) held += page.size;
+    return held;
+  }
 
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);
@@ -333,6 +374,9 @@ class DeviceAllocator {
     unsigned lifetime = 0;   // decisions it serves before it is old (Note [Room without asking])
   };
   DeviceReading device_reading_ CUDACACHE_GUARDED_BY(mutex_);
+  // largest_room_page() for the memory limit room_page_limit_ (2 MiB for a limit of 0).
+  mutable std::size_t room_page_limit_ CUDACACHE_GUARDED_BY(mutex_) = 0;
+  mutable std::size_t room_page_ CUDACACHE_GUARDED_BY(mutex_) = kSmallPage;
   // The device's memory size (its properties), read once by read_device_memory() at the first
   // range or room decision; 0 until then.
   std::size_t device_total_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;

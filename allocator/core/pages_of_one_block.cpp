@@ -69,30 +69,13 @@ std::size_t DeviceAllocator::own_page_bytes(std::size_t size, std::size_t page) 
   return whole >= kOwnPageMinPages * page ? whole : 0;
 }
 
-bool DeviceAllocator::page_too_large_near_full(std::size_t size) const {
-  // Note [Pages of one block]: a page larger than one made now, with less than twice its size
-  // left on the device. growth_page() is asked only with a valid reading (2 MiB otherwise).
-  return device_reading_.valid && estimated_available() < kNearFullPages * size &&
-         size > growth_page(PoolKind::kLarge, /*room=*/false);
-}
-
 std::optional<std::pair<std::uintptr_t, Page>> DeviceAllocator::page_to_cut(
     const Block* block, const Request& request) const {
   // A page that may be cut is whole 2 MiB granules, more than one (a page of one block is; a
-  // shared one is larger than a page made now), wholly inside the block: smaller hits, the
-  // most common, need no further test.
-  if (block->size < 2 * kSmallPage || block->segment->expandable == nullptr ||
-      !should_split(request.pool->kind(), block->size, request.size, options_.max_split_size(),
-                    /*expandable=*/true)) {
-    return std::nullopt;  // served whole: nothing to cut
-  }
-  // No page of one block here, and far from a full device (a shared page is at most
-  // largest_room_page()): nothing to cut, and no page lookup on a cache hit.
-  if (!block->segment->expandable->has_exclusive_pages() &&
-      (request.pool->kind() != PoolKind::kLarge ||
-       !page_too_large_near_full(largest_room_page()))) {
-    return std::nullopt;
-  }
+  // shared one is larger than a page made now), wholly inside the block; with no page of one
+  // block in the range and far from a full device (a shared page is at most
+  // largest_room_page()) there is none: no page lookup on a cache hit.
+  if (!may_cut_page(block, request)) return std::nullopt;
   // The page, wholly inside the free block, that the request would end inside: cut if it is a
   // page of one block, or a page too large for a device this full.
   const auto cut = block->segment->expandable->page_across(block->address + request.size);

@@ -221,32 +221,11 @@ std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
   return std::min(page, page_within(available, kLeftPageDivisor));
 }
 
-std::size_t DeviceAllocator::largest_room_page() const {
+std::size_t DeviceAllocator::largest_room_page_within(std::size_t limit) {
   // See Note [Fewer pages with room]: 1/kDevicePageDivisor of the memory this allocator may use,
   // when that is more than the page a growth maps at a time.
-  const std::size_t limit = memory_limit();
   return std::max(page_within(limit, kRoomPageDivisor),
                   limit / kDevicePageDivisor / kSmallPage * kSmallPage);
-}
-
-std::size_t DeviceAllocator::memory_limit() const {
-  return std::min(device_reading_.total_bytes, allowed_maximum_);
-}
-
-std::size_t DeviceAllocator::bytes_held() const {
-  std::size_t held = reserved_total_;
-  for (const Page& page : moved_pages_) held += page.size;
-  return held;
-}
-
-std::size_t DeviceAllocator::estimated_available() const {
-  // The device's free memory now, as far as this allocator's own changes tell.
-  const DeviceReading& reading = device_reading_;
-  const std::size_t free_or_ours = reading.free_bytes + reading.held_bytes;
-  const std::size_t free_bytes =
-      std::min(reading.total_bytes, free_or_ours - std::min(bytes_held(), free_or_ours));
-  const std::size_t limit = memory_limit();
-  return std::min(free_bytes, limit - std::min(limit, reserved_total_));
 }
 
 bool DeviceAllocator::room_before_growth() const {
