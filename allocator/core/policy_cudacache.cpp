@@ -22,10 +22,18 @@
 // - Page sizes follow Note [Pages shrink as the device fills]; without room a large block gets
 //   a page of its own (Note [Pages of one block] in pages_of_one_block.cpp).
 // - Without room, a request gets new pages while the device has them (Note [New pages
-//   first]). When it has not, every free page that helps is moved; when that is not enough,
-//   the out-of-memory ladder waits for pending frees and unmaps every whole free page as
-//   PyTorch does, but keeps the 2 MiB ones and the pages of one block for the request instead
-//   of releasing them and creating new ones.
+//   first]). When it has not, every free page that helps is moved, those of the block free the
+//   longest first here too; when that is not enough, the out-of-memory ladder waits for pending
+//   frees and unmaps every whole free page as PyTorch does, but keeps the 2 MiB ones and the
+//   pages of one block for the request instead of releasing them and creating new ones.
+//   Without room the pages of one size were taken in the order the pool lists them (size,
+//   then address) until 2026-12-05; least recently freed first, the smallest device fell on
+//   three of the 24 traces (the 11 real ones and bench/variants.sh's 13: `qwen7b` 1.0025 ->
+//   1.0020 x its peak, the torch.cat KV cache 1.0063 -> 1.0049, `two_streams_cs336_small_eor`
+//   1.0037 -> 1.0032) and rose on none, and the KV cache's estimated calls on a device of
+//   1.02 x its peak fell from 631.7 to 436.1 ms; others rose there (`nca3d` 60.8 -> 79.1,
+//   `qwen7b` 242.2 -> 251.5, `scaled_qwen7b_x1.7` 311.6 -> 397.0; the 11 real traces 1,635 ->
+//   1,663 ms in all), none past a target it met. With room nothing changed.
 // - A move synchronizes each stream the pages leave once, not once per page, and unmaps the
 //   adjacent pages of one free block as one range (one split, one segment_unmap event).
 // - A range grows where the fewest new bytes are needed (the largest free block to extend),
@@ -417,11 +425,11 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   }
   // The largest pages first, none larger than what is left: free memory a page would leave
   // here is memory held twice (when the device is full, the out-of-memory ladder releases
-  // free pages instead). With room, among pages of one size, those free the longest first: a
-  // cache gives up what it used least recently (Note [Moving pages]).
-  std::sort(candidates.begin(), candidates.end(), [room](const Candidate& a, const Candidate& b) {
+  // free pages instead). Among pages of one size, those free the longest first: a cache gives
+  // up what it used least recently (Note [Moving pages]).
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.size != b.size) return a.size > b.size;
-    return room && a.free_since < b.free_since;
+    return a.free_since < b.free_since;
   });
   std::vector<Candidate> chosen;
   std::size_t covered = 0;

@@ -98,6 +98,46 @@ TEST_F(CudacachePolicy, WithoutRoomNewPagesComeBeforeMovedOnes) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Whether `pointer` lies in a mapped stretch of a range (a segment of the snapshot).
+bool mapped(const MemorySnapshot& snapshot, const void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  for (const SegmentSnapshot& segment : snapshot.segments) {
+    if (address >= segment.address && address < segment.address + segment.total_size) return true;
+  }
+  return false;
+}
+
+// Note [Moving pages]: without room too, among free pages of one size those of the block free
+// the longest move first, whatever their place: the one freed last is the likelier to serve
+// the next request of its size where it is.
+TEST_F(CudacachePolicy, WithoutRoomThePagesFreeTheLongestMoveFirst) {
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);  // no room: 2 MiB pages
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    void* fill = allocator.allocate(80 * kMiB, nullptr);
+    void* low = allocator.allocate(6 * kMiB, other);
+    void* between = allocator.allocate(2 * kMiB, other);  // keeps the two free blocks apart
+    void* high = allocator.allocate(6 * kMiB, other);
+    allocator.deallocate(high);  // freed first: its pages go first though they lie higher
+    void* search = allocator.allocate(2 * kMiB, nullptr);  // a search between the two frees
+    allocator.deallocate(low);
+    ASSERT_EQ(sim_counters().in_use_bytes, 96 * kMiB);
+    const cudasim_call_counts before = sim_calls();
+    void* moved = allocator.allocate(6 * kMiB, nullptr);  // the device has 4 MiB left
+    const cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.create, before.create);
+    EXPECT_EQ(counts.unmap, before.unmap + 3);
+    EXPECT_EQ(allocator.stats().num_alloc_retries, 0);
+    const MemorySnapshot snapshot = allocator.snapshot();
+    EXPECT_FALSE(mapped(snapshot, high));
+    EXPECT_TRUE(mapped(snapshot, low));
+    ASSERT_EQ(cudaMemset(moved, 5, 6 * kMiB), cudaSuccess);
+    for (void* p : {moved, fill, search, between}) allocator.deallocate(p);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // Note [New pages first]: a growth that extends a free block at its range's end asks the device
 // only for the rest, and when the device has that, nothing moves: the other stream's free pages
 // stay where they are (before, asked for the whole request, it moved them).
