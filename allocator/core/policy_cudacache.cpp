@@ -165,17 +165,19 @@
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when
 // the answer could change a decision. At first the device is assumed to be this allocator's
-// alone, as PyTorch assumes (its memory size, from the device's properties, read once); after
-// that, the last reading is followed by this allocator's own changes (what it holds: mapped
-// pages and pages being moved). An estimate that finds room is trusted: if other users hold
-// memory it does not know of, it makes PyTorch's choices (PyTorch's pages, no moves) until a
-// page cannot be created, which makes the next decision read the device. One that finds no
-// room is read again first when it is old (only assumed, or past its lifetime), since other
-// users may have given memory back. A reading serves kReadingUses decisions, and each reading
-// that renews one without room and finds none either serves twice as many as the one before
-// (up to kMaxReadingUses): a program that stays near the limit asks a few times in all, not
-// once per kReadingUses decisions (on a device of 1.02 x each real trace's peak, 2 to 9 times
-// per trace instead of up to 48). A program far from the limit never asks.
+// alone, as PyTorch assumes (its memory size, from the device's properties, read once); the
+// estimate then follows this allocator's own changes (what it holds: mapped pages and pages
+// being moved). The assumption is trusted, with room or without: it is the most room the device
+// can have, so a reading could only find less. If other users hold memory it does not know of,
+// its pages are those of a device less full than this one until a page cannot be created, which
+// makes the next decision read the device. From then on, an estimate that finds room is
+// trusted; one that finds no room is read again first when it is past its lifetime, since
+// other users may have given memory back. A reading serves kReadingUses decisions, and each
+// reading that renews one without room and finds none either serves twice as many as the one
+// before (up to kMaxReadingUses). A program alone on its device never asks until it runs out of
+// memory, as PyTorch: on a device of 1.02 x each real trace's peak, 0 to 10 readings per trace
+// (those after a page that could not be created; until 2026-12-05 the assumption was read as
+// soon as it found no room, 2 to 11, and before the doubling lifetime up to 48).
 #include "device_allocator.h"
 
 #include "device_api.h"
@@ -348,10 +350,12 @@ bool DeviceAllocator::device_has_room(std::size_t bytes) {
     const std::size_t available = estimated_available();
     const bool room = available >= needed;
     if (room) reading.lifetime = kReadingUses;
-    // An old estimate (only assumed, or past its lifetime) that finds no room is read again
-    // first. One that finds room is not: if other users hold memory it does not know of, it
-    // makes PyTorch's choices (its pages, no moves) until a page cannot be created.
-    const bool old = !reading.measured || reading.decisions >= reading.lifetime;
+    // A reading past its lifetime that finds no room is read again first. One that finds room
+    // is not: if other users hold memory it does not know of, it makes PyTorch's choices (its
+    // pages, no moves) until a page cannot be created. Nor is the assumption (the device this
+    // allocator's alone): it is the most room the device can have, so a reading can only find
+    // less.
+    const bool old = reading.measured && reading.decisions >= reading.lifetime;
     if (room || read || !old) {
       ++reading.decisions;
       return room;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -336,10 +337,11 @@ TEST_F(CudacachePolicy, NeverReadsTheDevicesFreeMemoryFarFromTheLimit) {
   for (void* p : blocks) allocator.deallocate(p);
 }
 
-// The device is assumed to be the allocator's alone until an estimate finds no room: that one
-// is read first. A fresh reading is then followed without asking again, also after another user
-// gave memory back (it is read again once old).
-TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
+// The device is assumed to be the allocator's alone until a page cannot be created. That is the
+// most room the device can have (a reading can only find less), so an estimate on it that finds
+// no room is trusted too: here another user holds 2 GiB the assumption does not know of, and no
+// request reads the device while every page can be created.
+TEST_F(CudacachePolicy, TrustsTheAssumedDeviceAlsoWhenItFindsNoRoom) {
   // Room while a growth leaves 6,912 MiB free.
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
   void* other = nullptr;  // another user the assumption does not know of
@@ -350,36 +352,59 @@ TEST_F(CudacachePolicy, ReadsTheDeviceBeforeActingOnAnOldEstimateWithoutRoom) {
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   EXPECT_EQ(sim_calls().create, before.create + 63);  // 16 MiB pages (1/512 of the device)
   before = sim_calls();
-  // Assumed 7,184 MiB free: no room, so the device is read: 5,136 MiB free, 10 MiB pages
-  // (Note [Pages shrink as the device fills]: 5,136 / 512 rounds down to five granules), and
-  // one page of its own for a block of at least four of them (Note [Pages of one block]).
+  // Assumed 7,184 MiB free: no room, and not read (the device has 5,136 MiB). One page of its
+  // own for a block of at least four pages (Note [Pages of one block]).
   void* second = allocator.allocate(400 * kMiB, nullptr);
-  EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
+  EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   EXPECT_EQ(sim_calls().create, before.create + 1);
-  ASSERT_EQ(cudaFree(other), cudaSuccess);  // given back: the fresh reading does not know
   before = sim_calls();
+  // Pages follow the assumption: 7,184 - 392 = 6,792 MiB free, so 12 MiB pages (1/512 of it
+  // in whole granules), where a reading (4,744 MiB free) would have given 8 MiB ones.
   void* third = allocator.allocate(6 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
-  // One page of 8 MiB: 1/512 of the 4,744 MiB the reading leaves after the 1,400 MiB held
-  // since (second extended the 8 MiB free at the end of first's pages), not of the 6,144 MiB
-  // free now.
   EXPECT_EQ(sim_calls().create, before.create + 1);
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(1408 * kMiB));
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(1412 * kMiB));
   for (void* p : {first, second, third}) allocator.deallocate(p);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
 }
+
+// Another user holds 9 GiB of a 64 GiB device. A 56 GiB request finds no room on the assumption,
+// its page cannot be created, and the device is read: 55 GiB free, out of memory. The reading is
+// then followed, and read again when old (after 64 decisions) where it finds no room.
+class CudacachePolicyAfterAReading : public CudacachePolicy {
+ protected:
+  void SetUp() override {
+    CudacachePolicy::SetUp();
+    if (IsSkipped()) return;
+    ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
+    ASSERT_EQ(cudaMalloc(&other_, std::size_t{9} << 30), cudaSuccess);
+    allocator_.emplace(0, options());
+    const cudasim_call_counts before = sim_calls();
+    EXPECT_THROW(allocator_->allocate(std::size_t{56} << 30, nullptr), OutOfMemoryError);
+    EXPECT_GE(sim_calls().mem_get_info, before.mem_get_info + 1);
+  }
+  void TearDown() override {
+    allocator_.reset();
+    if (other_ != nullptr) {
+      EXPECT_EQ(cudaFree(other_), cudaSuccess);
+    }
+    CudacachePolicy::TearDown();
+  }
+  void* other_ = nullptr;
+  std::optional<DeviceAllocator> allocator_;
+};
 
 // Note [Room without asking]: a reading that finds no room again serves twice as long as the one
 // before, so a program that stays near the limit asks a few times in all (after 64, 128, 256 ...
-// decisions), not once per 64 decisions: here 350 growths of one 20 MiB page each, about 700
+// decisions), not once per 64 decisions: here 340 growths of one 20 MiB page each, about 700
 // decisions, ask 3 times instead of 10.
-TEST_F(CudacachePolicy, ReadingsThatKeepFindingNoRoomAreTakenLessOften) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
-  DeviceAllocator allocator(0, options());
-  std::vector<void*> blocks{allocator.allocate(std::size_t{56} << 30, nullptr)};  // no room
+TEST_F(CudacachePolicyAfterAReading, ReadingsThatKeepFindingNoRoomAreTakenLessOften) {
+  DeviceAllocator& allocator = *allocator_;
+  std::vector<void*> blocks{allocator.allocate(std::size_t{48} << 30, nullptr)};  // no room
   const cudasim_call_counts before = sim_calls();
-  for (int i = 0; i < 350; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
+  for (int i = 0; i < 340; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
   const cudasim_call_counts after = sim_calls();
-  EXPECT_EQ(after.create, before.create + 350);            // one page per growth: 350 growths
+  EXPECT_EQ(after.create, before.create + 340);            // one page per growth: 340 growths
   EXPECT_GE(after.mem_get_info, before.mem_get_info + 2);  // still read again
   EXPECT_LE(after.mem_get_info, before.mem_get_info + 5);
   for (void* p : blocks) allocator.deallocate(p);
@@ -389,18 +414,17 @@ TEST_F(CudacachePolicy, ReadingsThatKeepFindingNoRoomAreTakenLessOften) {
 // readings above, the device is emptied (room, not read), and the first estimate without room
 // that follows, more than 64 decisions after the last reading, reads the device (a lifetime
 // kept at 512 would not).
-TEST_F(CudacachePolicy, RoomFoundAgainShortensTheReadingsLifetime) {
-  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
-  DeviceAllocator allocator(0, options());
-  std::vector<void*> blocks{allocator.allocate(std::size_t{56} << 30, nullptr)};  // no room
-  for (int i = 0; i < 350; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
+TEST_F(CudacachePolicyAfterAReading, RoomFoundAgainShortensTheReadingsLifetime) {
+  DeviceAllocator& allocator = *allocator_;
+  std::vector<void*> blocks{allocator.allocate(std::size_t{48} << 30, nullptr)};  // no room
+  for (int i = 0; i < 340; ++i) blocks.push_back(allocator.allocate(20 * kMiB, nullptr));
   for (void* p : blocks) allocator.deallocate(p);
   allocator.empty_cache();
   cudasim_call_counts before = sim_calls();
   void* small = allocator.allocate(20 * kMiB, nullptr);  // room: trusted, not read
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   before = sim_calls();
-  void* large = allocator.allocate(std::size_t{56} << 30, nullptr);  // no room: read first
+  void* large = allocator.allocate(std::size_t{48} << 30, nullptr);  // no room: read first
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
   allocator.deallocate(large);
   allocator.deallocate(small);
@@ -433,22 +457,25 @@ TEST_F(CudacachePolicy, APageThatCannotBeCreatedMakesItReadTheDeviceAgain) {
 }
 
 // Bad answer from the driver: a failed cudaMemGetInfo counts as no room (the request is still
-// served, its bytes intact) and the next decision reads the device again.
+// served, its bytes intact) and the next decision reads the device again. Another user leaves
+// 10 MiB of 8 GiB: the 16 MiB page the assumption gives a 7 MiB request cannot be created, the
+// reading that follows fails, and the request gets 2 MiB pages (the next decision, its second
+// page's, reads the device again).
 TEST_F(CudacachePolicy, AFailedReadingOfTheDeviceIsNoRoomAndIsTriedAgain) {
   ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
+  void* other = nullptr;
+  ASSERT_EQ(cudaMalloc(&other, (std::size_t{8} << 30) - 10 * kMiB), cudaSuccess);
   DeviceAllocator allocator(0, options());
   ASSERT_EQ(cudasim_fail_nth_call(0, "mem_get_info", 1), 0);
-  const cudasim_call_counts before = sim_calls();
-  // 2 GiB leave less than 6,912 MiB of the assumed 8 GiB: no room, so the device is read. The
-  // first reading fails; the next decision reads 8 GiB free, still no room: one page of its own
-  // (Note [Pages of one block]).
-  void* p = allocator.allocate(2048 * kMiB, nullptr);
+  cudasim_call_counts before = sim_calls();
+  void* p = allocator.allocate(7 * kMiB, nullptr);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 2);  // failed calls count too
-  EXPECT_EQ(sim_calls().create, before.create + 1);
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(2048 * kMiB));
-  ASSERT_EQ(cudaMemset(p, 5, 2048 * kMiB), cudaSuccess);
+  EXPECT_EQ(sim_calls().create, before.create + 5);  // the 16 MiB page that failed, then 4
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(8 * kMiB));
+  ASSERT_EQ(cudaMemset(p, 5, 7 * kMiB), cudaSuccess);
   allocator.deallocate(p);
+  ASSERT_EQ(cudaFree(other), cudaSuccess);
 }
 
 // A page holding a live block strands what else it holds: pages made with room are at most
@@ -471,10 +498,10 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
 
 // Without room, pages are at most 1/512 of the free memory left and at least 1/1024 of the
 // device (12 MiB here). Another user leaves 8,192, 7,168 or 5,120 MiB of a 12 GiB device free.
-// A 3 GiB request finds no room (a growth must leave 10.125 GiB free), so the device is read;
-// once it is back, a 14 MiB request finds none either and its pages follow what is left free
-// (16 and 14 MiB), down to the floor (12 MiB, where 5,120 / 512 would give 10). It spans fewer
-// than four of them: none of its own (Note [Pages of one block]).
+// The assumption knows nothing of it until a page cannot be created; once the device is read, a
+// 14 MiB request finds no room (a growth must leave 10.125 GiB free) and its pages follow what is
+// left free (16 and 14 MiB), down to the floor (12 MiB, where 5,120 / 512 would give 10). It
+// spans fewer than four of them: none of its own (Note [Pages of one block]).
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
   constexpr std::size_t kDevice = std::size_t{12} << 30;
   ASSERT_EQ(cudasim_set_capacity(0, kDevice), 0);
@@ -487,13 +514,15 @@ TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
     ASSERT_EQ(cudaMalloc(&other, kDevice - free_mib * kMiB), cudaSuccess);
     DeviceAllocator allocator(0, options());
     cudasim_call_counts before = sim_calls();
-    allocator.deallocate(allocator.allocate(std::size_t{3} << 30, nullptr));
-    EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
-    allocator.empty_cache();
+    // Assumed free (12 GiB) but more than the device has: its page cannot be created, so the
+    // device is read (and the request runs out of memory).
+    EXPECT_THROW(allocator.allocate((free_mib + 1024) * kMiB, nullptr), OutOfMemoryError);
+    EXPECT_GE(sim_calls().mem_get_info, before.mem_get_info + 1);
     before = sim_calls();
     void* p = allocator.allocate(kRequest, nullptr);
     const std::size_t pages = (kRequest + page - 1) / page;
-    EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);  // the reading is fresh
+    // Read once more: the ladder's last growth could not create its page either.
+    EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info + 1);
     EXPECT_EQ(sim_calls().create, before.create + pages);
     EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(pages * page));
     allocator.deallocate(p);
