@@ -4,7 +4,8 @@
 #   2. run the CTest suite on NVIDIA's runtime instead of cudasim (tests that need cudasim's
 #      controls skip themselves);
 #   3. the VMM backend on this driver and the cost of every kind of device call
-#      (tests/gpu/vmm_checks.cpp: median microseconds, and expandable segments under a cap);
+#      (tests/gpu/vmm_checks.cpp: median microseconds, expandable segments under a cap, and the
+#      default policy filling the whole device beside memory it does not know of);
 #   4. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
 #      libcudacache_preload.so under unmodified programs on NVIDIA's runtime and driver; the
 #      programs are compiled while CTest runs, as the GPU build does not define them);

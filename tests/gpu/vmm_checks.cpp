@@ -9,7 +9,12 @@
 //      tables (their minimum device) on a real GPU;
 //   3. PyTorch's expandable segments and cudacache's default policy (pages moved under the cap)
 //      on this driver: random allocations under a memory cap with a byte pattern in every live
-//      block, checked after every step, and empty_cache every 64 steps.
+//      block, checked after every step, and empty_cache every 64 steps;
+//   4. cudacache's default policy filling the whole device, uncapped: it assumes the device is
+//      its own until a page cannot be created (Note [Room without asking]), while the CUDA
+//      context and another user (a cudaMalloc of 256 MiB here) hold memory it does not know
+//      of. The first refused page must make it read the device and go on in pages that fit,
+//      not run out of memory early: it must serve all but 1 % of what the device had free.
 // Prints one table and "vmm checks: ok" (exit 0), or what failed (exit 1).
 //
 //   vmm_checks [repetitions]   (default 20)
@@ -218,6 +223,58 @@ void expandable_pattern_check(const std::string& policy, int steps) {
       static_cast<long long>(stats.num_device_free));
 }
 
+// Check 4: blocks of 48 MiB + 1 KiB (pages of one block and end granules, as a real program's)
+// until the device refuses, each marked at both ends and checked at the end.
+void fill_device_check() {
+  void* other = nullptr;  // memory the allocator's assumption does not know of
+  check(cudaMalloc(&other, 256 * kMiB) == cudaSuccess, "cudaMalloc of another user's 256 MiB");
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess, "cudaMemGetInfo");
+  constexpr std::size_t kBlock = 48 * kMiB + 1024;
+  std::vector<void*> blocks;
+  std::size_t served = 0;
+  const auto start = Clock::now();
+  {
+    cudacache::DeviceAllocator allocator(0, cudacache::Options(""));
+    try {
+      while (served + kBlock <= free_bytes) {
+        void* p = allocator.allocate(kBlock, nullptr);
+        const auto mark = static_cast<int>(blocks.size() % 251);
+        check(cudaMemset(p, mark, 1) == cudaSuccess, "cudaMemset of a block's first byte");
+        check(cudaMemset(static_cast<char*>(p) + kBlock - 1, mark, 1) == cudaSuccess,
+              "cudaMemset of a block's last byte");
+        blocks.push_back(p);
+        served += kBlock;
+      }
+    } catch (const cudacache::OutOfMemoryError&) {
+    }
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      for (const std::size_t offset : {std::size_t{0}, kBlock - 1}) {
+        unsigned char byte = 0;
+        cudaMemcpy(&byte, static_cast<char*>(blocks[i]) + offset, 1, cudaMemcpyDeviceToHost);
+        check(static_cast<std::size_t>(byte) == i % 251,
+              "a block's bytes intact after the device filled");
+      }
+    }
+    const cudacache::MemoryStats stats = allocator.stats();
+    std::printf(
+        "  fill the device (default policy, 256 MiB held by another user): %zu of %zu MiB free "
+        "served in %zu blocks, %.0f MiB reserved, %lld maps, %.1f ms\n",
+        served / kMiB, free_bytes / kMiB, blocks.size(),
+        static_cast<double>(stats.reserved_bytes[cudacache::kAllPools].current) / kMiB,
+        static_cast<long long>(stats.num_device_alloc),
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    check(served + total_bytes / 100 >= free_bytes,
+          "the default policy serves all but 1 % of the device's free memory");
+    for (void* p : blocks) allocator.deallocate(p);
+    allocator.empty_cache();
+    check(allocator.stats().reserved_bytes[cudacache::kAllPools].current == 0,
+          "everything unmapped after filling the device");
+  }
+  check(cudaFree(other) == cudaSuccess, "cudaFree of the other user's memory");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,6 +307,7 @@ int main(int argc, char** argv) {
   }
   expandable_pattern_check("expandable_segments:True,", std::max(200, repetitions * 20));
   expandable_pattern_check("", std::max(200, repetitions * 20));
+  fill_device_check();
   std::printf("vmm checks: %s\n", g_failures == 0 ? "ok" : "FAILED");
   return g_failures == 0 ? 0 : 1;
 }
