@@ -10,7 +10,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
-#include <sstream>
+#include <string>
 #include <vector>
 
 namespace cudacache {
@@ -37,10 +37,12 @@ bool parse_double(std::string_view text, double* out) {
   return error == std::errc() && end == text.data() + text.size();
 }
 
+// The shortest text that parses back to the same double: a stream's six digits printed
+// garbage_collection_threshold:0.99999999999996 as 1, which the parser refuses.
 std::string format_double(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return error == std::errc() ? std::string(text, end) : std::string("nan");
 }
 
 // Splits at top-level commas: the commas inside [...] belong to a value.

@@ -95,6 +95,26 @@ TEST(Options, TheDefaultsPrintAStringThatParses) {
   }
 }
 
+// Found by fuzz_options: numbers were printed with a stream's six digits, so
+// garbage_collection_threshold:0.99999999999996 printed as 1, which the parser refuses, and
+// fractions lost their last digits. They now print as the shortest text that reads back the same.
+TEST(Options, FractionsPrintInFullAndParseBackToTheSameValue) {
+  const Options options(
+      "garbage_collection_threshold:0.99999999999996,per_process_memory_fraction:0.123456789012");
+  const std::string printed = options.to_config_string();
+  EXPECT_NE(printed.find("garbage_collection_threshold:0.99999999999996,"), std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("per_process_memory_fraction:0.123456789012,"), std::string::npos)
+      << printed;
+  const Options again(printed);
+  EXPECT_EQ(again.garbage_collection_threshold.value, options.garbage_collection_threshold.value);
+  EXPECT_EQ(again.per_process_memory_fraction.value, options.per_process_memory_fraction.value);
+  EXPECT_NE(Options("garbage_collection_threshold:0.8")
+                .to_config_string()
+                .find("garbage_collection_threshold:0.8,"),
+            std::string::npos);
+}
+
 TEST(Options, DescribeDocumentsEveryOption) {
   const std::string text = Options("max_split_size_mb:64").describe();
   expect_lists_keys(text);
