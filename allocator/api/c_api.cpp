@@ -4,6 +4,7 @@
 #include "error_report.h"
 #include "log.h"
 #include "process_allocators.h"
+#include "snprintf_copy.h"
 
 #include <cudacache/cudacache.h>
 #include <cudacache/cudacache.hpp>
@@ -50,14 +51,12 @@ cudacache_status invalid_argument(const std::string& message) {
   return guarded([&] { report::invalid_argument(message); });
 }
 
-// snprintf contract: copy what fits, NUL-terminate, return the full length.
-int copy_out(const std::string& text, char* buf, std::size_t len) {
-  if (buf != nullptr && len > 0) {
-    const std::size_t n = std::min(len - 1, text.size());
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  return static_cast<int>(text.size());
+// snprintf's contract (snprintf_copy.h); -1 with the reason as the last error otherwise.
+int copy_out(const char* function, const std::string& text, char* buf, std::size_t len) {
+  std::string error;
+  const int length = snprintf_copy(text, buf, len, &error);
+  if (length < 0) record_failure(CUDACACHE_INVALID_ARGUMENT, std::string(function) + ": " + error);
+  return length;
 }
 
 MemoryStats stats_of(int device, cudacache_status* status) {
@@ -204,14 +203,16 @@ int cudacache_memory_stats_json(int device, char* buf, size_t len) {
   const cudacache_status status = cudacache::guarded([&] {
     text = cudacache::DeviceStats::to_json(ProcessAllocators::instance().device(device).stats());
   });
-  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+  return status == CUDACACHE_OK ? cudacache::copy_out("cudacache_memory_stats_json", text, buf, len)
+                                : -1;
 }
 
 int cudacache_snapshot_json(int device, char* buf, size_t len) {
   std::string text;
   const cudacache_status status = cudacache::guarded(
       [&] { text = ProcessAllocators::instance().device(device).snapshot_json(); });
-  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+  return status == CUDACACHE_OK ? cudacache::copy_out("cudacache_snapshot_json", text, buf, len)
+                                : -1;
 }
 
 cudacache_status cudacache_record_history(int device, size_t max_entries) {
@@ -223,7 +224,7 @@ int cudacache_history_csv(int device, char* buf, size_t len) {
   std::string text;
   const cudacache_status status = cudacache::guarded(
       [&] { text = ProcessAllocators::instance().device(device).history_csv(); });
-  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+  return status == CUDACACHE_OK ? cudacache::copy_out("cudacache_history_csv", text, buf, len) : -1;
 }
 
 cudacache_status cudacache_record_history_stacks(int device, size_t max_entries, int stacks) {
@@ -263,7 +264,9 @@ int cudacache_growth_report_json(int device, char* buf, size_t len) {
     text =
         cudacache::growth_report_json(ProcessAllocators::instance().device(device).growth_report());
   });
-  return status == CUDACACHE_OK ? cudacache::copy_out(text, buf, len) : -1;
+  return status == CUDACACHE_OK
+             ? cudacache::copy_out("cudacache_growth_report_json", text, buf, len)
+             : -1;
 }
 
 cudacache_status cudacache_configure(const char* config) {
@@ -284,16 +287,24 @@ int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data) {
     cudacache::invalid_argument("cudacache_register_retry_hook: hook is NULL");
     return -1;
   }
-  return ProcessAllocators::instance().hooks().add(
-      [hook, user_data](const cudacache::OomContext& context) {
-        cudacache::OomContext with_data = context;
-        with_data.user_data = user_data;
-        return hook(&with_data);
-      });
+  int handle = -1;
+  const cudacache_status status = cudacache::guarded([&] {
+    handle = ProcessAllocators::instance().hooks().add(
+        [hook, user_data](const cudacache::OomContext& context) {
+          cudacache::OomContext with_data = context;
+          with_data.user_data = user_data;
+          return hook(&with_data);
+        });
+  });
+  return status == CUDACACHE_OK ? handle : -1;
 }
 
 cudacache_status cudacache_unregister_retry_hook(int handle) {
-  if (!ProcessAllocators::instance().hooks().remove(handle)) {
+  bool removed = false;
+  const cudacache_status status =
+      cudacache::guarded([&] { removed = ProcessAllocators::instance().hooks().remove(handle); });
+  if (status != CUDACACHE_OK) return status;
+  if (!removed) {
     return cudacache::invalid_argument("cudacache_unregister_retry_hook: unknown handle " +
                                        std::to_string(handle));
   }

@@ -5,6 +5,8 @@
 #include "log.h"
 
 #include <cstdlib>
+#include <string>
+#include <string_view>
 
 namespace cudacache {
 
@@ -25,16 +27,36 @@ void ProcessAllocators::configure(std::string_view config) {
   // An empty (or blank) configuration changes nothing; appended, it would be an empty entry
   // that fails every later first use.
   if (config.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos) return;
-  if (!configured_.empty()) configured_.push_back(',');
-  configured_.append(config.data(), config.size());
+  std::string joined = configured_;
+  if (!joined.empty()) joined.push_back(',');
+  joined.append(config.data(), config.size());
+  // Checked as first use will apply it, after CUDACACHE_CONF and the earlier strings: alone,
+  // "policy:cudacache" then "expandable_segments:True" each passed, and every allocation then
+  // failed on the pair.
+  try {
+    (void)options_from(joined);
+  } catch (const Error& error) {
+    std::string cause = error.what();
+    const std::string_view prefix = "cudacache config: ";
+    if (cause.starts_with(prefix)) cause.erase(0, prefix.size());
+    const char* environment = std::getenv("CUDACACHE_CONF");
+    report::config_conflict(
+        "cudacache_configure(\"" + std::string(config) +
+        "\") conflicts with what is configured before it (CUDACACHE_CONF " +
+        (environment != nullptr ? "\"" + std::string(environment) + "\"" : std::string("unset")) +
+        ", earlier cudacache_configure strings \"" + configured_ + "\"): " + cause);
+  }
+  configured_ = std::move(joined);
 }
 
-Options ProcessAllocators::pending_options() const {
+Options ProcessAllocators::options_from(const std::string& configured) {
   Options options;
   if (const char* environment = std::getenv("CUDACACHE_CONF")) options.apply(environment);
-  if (!configured_.empty()) options.apply(configured_);
+  if (!configured.empty()) options.apply(configured);
   return options;
 }
+
+Options ProcessAllocators::pending_options() const { return options_from(configured_); }
 
 void ProcessAllocators::start() {
   if (started_) return;

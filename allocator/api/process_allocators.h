@@ -51,6 +51,8 @@ class ProcessAllocators {
   ProcessAllocators();
   void start() CUDACACHE_REQUIRES(mutex_);  // fixes the options; throws Error (CONFIG)
   Options pending_options() const CUDACACHE_REQUIRES(mutex_);
+  // CUDACACHE_CONF, then `configured` (configure()'s strings joined): what first use applies.
+  static Options options_from(const std::string& configured);
 
   Mutex mutex_;  // guards everything below except the atomics
   bool started_ CUDACACHE_GUARDED_BY(mutex_) = false;

@@ -84,8 +84,10 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
     if (error != cudaSuccess) {
       report::cuda_error("cudaMemGetInfo", device_, error);
     }
-    allowed_maximum_ = static_cast<std::size_t>(options_.per_process_memory_fraction.value *
-                                                static_cast<double>(total_bytes));
+    // Clamped before the cast: a simulated device of 2^64 - 1 bytes rounds to 2^64 as a double.
+    const double allowed =
+        options_.per_process_memory_fraction.value * static_cast<double>(total_bytes);
+    allowed_maximum_ = allowed >= 0x1p64 ? SIZE_MAX : static_cast<std::size_t>(allowed);
   }
   stats_.values().max_split_size = static_cast<std::int64_t>(options_.max_split_size());
   {
@@ -177,7 +179,8 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
 
   Block* block = find_or_create_block(request);
   for (int round = 0; block == nullptr && round < CUDACACHE_MAX_RETRY_ROUNDS; ++round) {
-    if (hooks_->empty()) break;
+    // A hook's own allocation that fails does not run the hooks again (retry_hooks.h).
+    if (hooks_->empty() || RetryHooks::running_on_this_thread()) break;
     const OomContext context = make_context(request, round);
     lock.unlock();
     const bool retry = hooks_->run(context);

@@ -39,6 +39,10 @@ void config(const std::string& message) {
                 "cudacache config: " + message + ". Valid keys: " + Options::valid_keys() + ".");
 }
 
+void config_conflict(const std::string& message) {
+  log_and_throw(CUDACACHE_CONFIG, "cudacache config: " + message);
+}
+
 void config_after_first_use(const std::string& options) {
   log_and_throw(CUDACACHE_CONFIG,
                 "cudacache_configure must be called before the first allocation; the options "

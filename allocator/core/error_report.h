@@ -25,6 +25,9 @@ namespace cudacache::report {
 [[noreturn]] void config(const std::string& message);
 // configure() after the options were fixed at first use (`options`: the options in force).
 [[noreturn]] void config_after_first_use(const std::string& options);
+// A configure() string that is valid alone but not after what was configured before it
+// (CUDACACHE_CONFIG); `message` names both and ends with the error of the two together.
+[[noreturn]] void config_conflict(const std::string& message);
 // A CUDA call that failed other than by running out of memory (CUDACACHE_CUDA_ERROR):
 // "cudacache: <call> on device <device> failed: <CUDA's text>" (no device part for device < 0).
 [[noreturn]] void cuda_error(const std::string& call, int device, cudaError_t error);

@@ -110,6 +110,8 @@ std::string RoundupDivisions::parse(std::string_view text) {
     const std::size_t comma = rest.find(',');
     const std::string_view entry = trim(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    // "[256:2,]" as "[,256:2]": an empty entry is refused wherever it is.
+    if (comma != std::string_view::npos && trim(rest).empty()) return accepted;
     const std::size_t colon = entry.find(':');
     if (colon == std::string_view::npos) return accepted;
     const std::string_view boundary_text = trim(entry.substr(0, colon));

@@ -101,9 +101,12 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
   const std::size_t page = pool.kind() == PoolKind::kSmall || policy_ == PlacementPolicy::kCudacache
                                ? kSmallPage
                                : kLargePage;
+  // Saturating: a simulated device near 2^64 bytes would wrap 9/8 of itself.
+  const std::size_t eighths = total_bytes / 8;
+  const std::size_t reserved =
+      eighths > (SIZE_MAX - page) / kReservedEighths ? SIZE_MAX - page : eighths * kReservedEighths;
   const std::size_t pages =
-      std::max<std::size_t>({1, (total_bytes / 8 * kReservedEighths + page - 1) / page,
-                             (request.size + page - 1) / page});
+      std::max<std::size_t>({1, (reserved + page - 1) / page, (request.size + page - 1) / page});
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
   if (range == nullptr && error == cudaErrorMemoryAllocation) return nullptr;

@@ -1,14 +1,25 @@
 #include "retry_hooks.h"
 
+#include "error_report.h"
 #include "log.h"
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 
 namespace cudacache {
+namespace {
+
+thread_local bool hooks_running = false;
+
+}  // namespace
 
 int RetryHooks::add(RetryHook hook) {
+  if (!hook) report::invalid_argument("cudacache: add_retry_hook: the hook is empty");
   MutexLock lock(mutex_);
+  if (next_handle_ == std::numeric_limits<int>::max()) {
+    report::invalid_argument("cudacache: add_retry_hook: every retry hook handle was given out");
+  }
   const int handle = next_handle_++;
   hooks_.emplace_back(handle, std::move(hook));
   return handle;
@@ -34,6 +45,13 @@ bool RetryHooks::run(const OomContext& context) const {
     MutexLock lock(mutex_);
     hooks = hooks_;  // a hook may register or remove hooks
   }
+  // Not nested (a nested allocation skips the hooks), so a flag is enough; restored on exit.
+  struct Running {
+    Running() { hooks_running = true; }
+    ~Running() { hooks_running = false; }
+    Running(const Running&) = delete;
+    Running& operator=(const Running&) = delete;
+  } running;
   bool retry = false;
   for (const auto& [handle, hook] : hooks) {
     try {
@@ -46,5 +64,7 @@ bool RetryHooks::run(const OomContext& context) const {
   }
   return retry;
 }
+
+bool RetryHooks::running_on_this_thread() { return hooks_running; }
 
 }  // namespace cudacache

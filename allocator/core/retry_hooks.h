@@ -13,13 +13,19 @@ namespace cudacache {
 
 class RetryHooks {
  public:
-  int add(RetryHook hook);  // returns a handle > 0
+  // Returns a handle > 0. Throws Error (INVALID_ARGUMENT) for an empty hook, or when every
+  // handle an int can hold was given out.
+  int add(RetryHook hook);
   bool remove(int handle);
   bool empty() const;
 
   // Calls every hook in registration order, outside any allocator lock, and returns whether
   // one of them asked for another attempt. A hook that throws counts as "no".
+  // While they run, running_on_this_thread() is true on the calling thread: an allocation a
+  // hook makes through the same allocators fails without running the hooks again (each nested
+  // allocation that failed ran them anew, without end, until the stack overflowed).
   bool run(const OomContext& context) const;
+  static bool running_on_this_thread();
 
  private:
   mutable Mutex mutex_;  // never held while hooks run

@@ -40,17 +40,19 @@ inline std::size_t round_to_power2_division(std::size_t size, std::size_t divisi
   if (std::has_single_bit(size)) return size;
   const std::size_t floor = std::bit_floor(size);
   const std::size_t step = floor >> (static_cast<unsigned>(std::bit_width(divisions)) - 1);
-  if (step == 0) return floor << 1;
+  if (step == 0) return size;  // divisions finer than a byte: nothing to round
   const std::size_t rounded_down = size & ~(step - 1);
   return rounded_down == size ? size : rounded_down + step;
 }
 
 // Block size for a request. As PyTorch, division rounding applies only when
-// size > 512 * divisions; below that, 512-byte rounding is finer anyway.
+// size > 512 * divisions; below that, 512-byte rounding is finer anyway. Compared without
+// multiplying: any power of two parses, and 512 * 2^55 wrapped to 0, which rounded every size
+// up to the next power of two.
 inline std::size_t round_size(std::size_t size, const RoundupDivisions& roundup) {
   if (size < kMinBlockSize) return kMinBlockSize;
   const std::size_t divisions = roundup.for_size(size);
-  if (divisions > 1 && size > kMinBlockSize * divisions) {
+  if (divisions > 1 && (size - 1) / kMinBlockSize >= divisions) {
     return round_to_power2_division(size, divisions);
   }
   return round_up(size, kMinBlockSize);

@@ -123,8 +123,10 @@ CUDACACHE_API cudacache_status cudacache_get_memory_stats(int device,
 
 /* JSON documents, snprintf-style: writes at most len bytes (NUL included) into buf (which may
  * be NULL when len is 0) and returns the length of the full document without the NUL, or -1
- * on failure (see cudacache_last_error). memory_stats is a flat object with PyTorch's dotted
- * keys ("allocated_bytes.all.current"); snapshot follows torch.cuda.memory._snapshot(). */
+ * on failure (see cudacache_last_error): also for buf NULL with len > 0, and for a document
+ * longer than INT_MAX (the C++ API returns any length). memory_stats is a flat object with
+ * PyTorch's dotted keys ("allocated_bytes.all.current"); snapshot follows
+ * torch.cuda.memory._snapshot(). */
 CUDACACHE_API int cudacache_memory_stats_json(int device, char* buf, size_t len);
 CUDACACHE_API int cudacache_snapshot_json(int device, char* buf, size_t len);
 
@@ -199,7 +201,9 @@ CUDACACHE_API const char* cudacache_config_help(void);
 /* Out-of-memory retry hooks. When an allocation still fails after the allocator has released
  * its own cache, the hooks run in registration order, without any cudacache lock held (a hook
  * may free memory through cudacache). A hook returns true to ask for another attempt. At most
- * CUDACACHE_MAX_RETRY_ROUNDS rounds run; then the allocation fails. */
+ * CUDACACHE_MAX_RETRY_ROUNDS rounds run; then the allocation fails. A hook may also allocate
+ * through cudacache; if that allocation fails it does not run the hooks again: it fails with
+ * out of memory. */
 #define CUDACACHE_MAX_RETRY_ROUNDS 4
 typedef struct cudacache_oom_context {
   int device;

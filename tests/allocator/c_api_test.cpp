@@ -158,6 +158,11 @@ TEST_F(CApi, BadInputIsRejectedWithoutStateChange) {
   EXPECT_EQ(cudacache_history_csv(9, nullptr, 0), -1);
   EXPECT_NE(std::string(cudacache_last_error()).find("invalid device ordinal 9"),
             std::string::npos);
+  EXPECT_EQ(cudacache_snapshot_json(0, nullptr, 64), -1);  // was the length, as if len were 0
+  EXPECT_NE(std::string(cudacache_last_error())
+                .find("cudacache_snapshot_json: buf is NULL but len is 64"),
+            std::string::npos)
+      << cudacache_last_error();
   cudacache_free(live, 5000, 0, nullptr);
 }
 
@@ -342,6 +347,38 @@ TEST_F(CApi, EnvironmentIsReadAtFirstUseAndConfigureOverridesIt) {
   EXPECT_NE(json.find("\"max_split_size\":67108864"), std::string::npos) << json;
   const std::string help = cudacache_config_help();
   EXPECT_NE(help.find("record_history = 5"), std::string::npos) << help;
+  cudacache_free(p, 1000, 0, nullptr);
+}
+
+// Found in review: each string was checked alone, so "policy:cudacache" then
+// "expandable_segments:True" (or the environment's expandable segments, then
+// "policy:cudacache") both returned OK, and every allocation then failed on the pair.
+TEST_F(CApi, ConfigureRefusesAStringThatConflictsWithWhatCameBefore) {
+  EXPECT_EQ(cudacache_configure("policy:cudacache"), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_configure("expandable_segments:True"), CUDACACHE_CONFIG);
+  const std::string message = cudacache_last_error();
+  EXPECT_NE(message.find("cudacache_configure(\"expandable_segments:True\") conflicts"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("earlier cudacache_configure strings \"policy:cudacache\""),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("cannot be combined"), std::string::npos) << message;
+  void* p = cudacache_malloc(1000, 0, nullptr);  // the refused string was not kept
+  ASSERT_NE(p, nullptr) << cudacache_last_error();
+  EXPECT_NE(std::string(cudacache_config_help()).find("policy = cudacache"), std::string::npos);
+  cudacache_free(p, 1000, 0, nullptr);
+}
+
+TEST_F(CApi, ConfigureRefusesAStringThatConflictsWithTheEnvironment) {
+  ASSERT_EQ(setenv("CUDACACHE_CONF", "expandable_segments:True", 1), 0);
+  EXPECT_EQ(cudacache_configure("policy:cudacache"), CUDACACHE_CONFIG);
+  EXPECT_NE(std::string(cudacache_last_error()).find("CUDACACHE_CONF \"expandable_segments:True\""),
+            std::string::npos)
+      << cudacache_last_error();
+  EXPECT_EQ(cudacache_configure("policy:pytorch"), CUDACACHE_OK);  // what the pair means
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  ASSERT_NE(p, nullptr) << cudacache_last_error();
   cudacache_free(p, 1000, 0, nullptr);
 }
 

@@ -284,5 +284,46 @@ TEST_F(OomTest, RetryHooksAreBounded) {
   EXPECT_EQ(allocator.stats().num_ooms, 1);
 }
 
+// Found in review: a hook that allocated through the allocator it serves ran out of memory in
+// turn, ran the hooks again, and so on until the stack overflowed. Its allocation now fails
+// with out of memory at once, the outer one after its rounds, and nothing is lost.
+TEST_F(OomTest, AnAllocationInsideAHookDoesNotRunTheHooksAgain) {
+  DeviceAllocator allocator(0, pytorch_native());
+  void* hog = allocator.allocate(200 * kMiB, nullptr);
+  int calls = 0;
+  int nested_ooms = 0;
+  allocator.retry_hooks().add([&](const OomContext& context) {
+    ++calls;
+    EXPECT_TRUE(RetryHooks::running_on_this_thread());
+    try {
+      allocator.deallocate(allocator.allocate(context.requested_bytes, nullptr));
+    } catch (const OutOfMemoryError&) {
+      ++nested_ooms;
+    }
+    void* small = allocator.allocate(kMiB, nullptr);  // what fits is served inside a hook
+    allocator.deallocate(small);
+    return true;
+  });
+  EXPECT_THROW(allocator.allocate(100 * kMiB, nullptr), OutOfMemoryError);
+  EXPECT_EQ(calls, CUDACACHE_MAX_RETRY_ROUNDS);
+  EXPECT_EQ(nested_ooms, CUDACACHE_MAX_RETRY_ROUNDS);
+  EXPECT_FALSE(RetryHooks::running_on_this_thread());
+  EXPECT_EQ(allocator.stats().num_ooms, CUDACACHE_MAX_RETRY_ROUNDS + 1);
+  EXPECT_EQ(allocated(allocator.stats()), static_cast<std::int64_t>(200 * kMiB));
+  allocator.deallocate(hog);
+}
+
+TEST_F(OomTest, AnEmptyHookIsRefused) {
+  DeviceAllocator allocator(0, pytorch_native());
+  try {
+    allocator.retry_hooks().add(RetryHook{});
+    ADD_FAILURE() << "an empty hook was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(error.what()).find("the hook is empty"), std::string::npos);
+  }
+  EXPECT_TRUE(allocator.retry_hooks().empty());
+}
+
 }  // namespace
 }  // namespace cudacache

@@ -154,6 +154,8 @@ TEST(Options, MalformedValuesNameKeyAndValue) {
       {"roundup_power2_divisions:[300:2]", "for roundup_power2_divisions"},
       {"roundup_power2_divisions:[256:2", "unbalanced '['"},
       {"roundup_power2_divisions:[256]", "for roundup_power2_divisions"},
+      {"roundup_power2_divisions:[256:2,]", "for roundup_power2_divisions"},
+      {"roundup_power2_divisions:[,256:2]", "for roundup_power2_divisions"},
       {"garbage_collection_threshold:0", "'0' for garbage_collection_threshold"},
       {"garbage_collection_threshold:1", "'1' for garbage_collection_threshold"},
       {"garbage_collection_threshold:1.5", "'1.5' for garbage_collection_threshold"},

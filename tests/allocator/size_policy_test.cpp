@@ -29,6 +29,23 @@ TEST(SizePolicy, PowerOfTwoDivisions) {
   EXPECT_EQ(round_to_power2_division(1200, 4), 1280u);  // the documented example
 }
 
+// Found in review: 512 x 2^55 divisions wrapped to 0, so every request rounded up to the
+// next power of two (5,000,000 B -> 8 MiB). More divisions are finer rounding, never coarser.
+TEST(SizePolicy, HugeDivisionCountsRoundTo512Bytes) {
+  for (const std::size_t divisions :
+       {std::size_t{1} << 23, std::size_t{1} << 55, std::size_t{1} << 63}) {
+    RoundupDivisions huge;
+    huge.divisions.fill(divisions);
+    EXPECT_EQ(round_size(5000000, huge), round_up(5000000, 512)) << divisions;
+    EXPECT_EQ(round_size(300000000, huge), round_up(300000000, 512)) << divisions;
+  }
+  RoundupDivisions four;
+  four.divisions.fill(4);
+  EXPECT_EQ(round_size(2049, four), 2560u);  // 2049 > 512 x 4: steps of 512 in [2048, 4096)
+  EXPECT_EQ(round_size(2048, four), 2048u);
+  EXPECT_EQ(round_to_power2_division(5000, std::size_t{1} << 40), 5000u);
+}
+
 TEST(SizePolicy, PoolsAndSegmentSizes) {
   EXPECT_EQ(pool_for(kSmallSize), PoolKind::kSmall);
   EXPECT_EQ(pool_for(kSmallSize + 512), PoolKind::kLarge);

@@ -69,6 +69,20 @@ TEST_F(Memory, CapacityExhaustionAndRecovery) {
   ASSERT_CUDA(cudaFree(b));
 }
 
+// Found in review: the peak was raised before the host mapping, and stayed raised when the
+// mapping failed.
+TEST_F(Memory, AnAllocationTheHostCannotMapLeavesNoPeak) {
+  ASSERT_EQ(cudasim_set_capacity(0, size_t{1} << 62), 0);
+  void* small = nullptr;
+  ASSERT_CUDA(cudaMalloc(&small, 4096));
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, size_t{1} << 61), cudaErrorMemoryAllocation);  // beyond the host's
+  EXPECT_EQ(cudaGetLastError(), cudaErrorMemoryAllocation);
+  EXPECT_EQ(counters().in_use_bytes, 4096u);
+  EXPECT_EQ(counters().peak_bytes, 4096u);
+  ASSERT_CUDA(cudaFree(small));
+}
+
 TEST_F(Memory, HugeDeviceCostsNothingUntilTouched) {
   ASSERT_EQ(cudasim_set_capacity(0, size_t{80} << 30), 0);
   void* p = nullptr;

@@ -353,14 +353,24 @@ TEST_F(Cli, CapacityFactorScalesEachTracesPeakToWholeSteps) {
   EXPECT_NE(both.output.find("exclude each other"), std::string::npos) << both.output;
 }
 
-// Issue 12, defect 6: 8 x a huge peak wrapped around to a small default device.
+// Issue 12, defect 6: 8 x a huge peak wrapped around to a small default device. The default
+// stops at the largest device cudasim can hold, 16 TiB (kLargestSimulatedDevice).
 TEST_F(Cli, DefaultCapacitySaturatesForHugePeaks) {
   const std::string csv = write("huge.csv", "op,id,size,stream\nalloc,0,4611686018427387904,0\n");
   const ToolRun run = run_tool("--allocators nocache --json " + path("out.json") + " " + csv);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const Json result = first_result(path("out.json"));
-  EXPECT_EQ(result.at("capacity_bytes").number, 9223372036854775808.0);  // 2^63
-  EXPECT_TRUE(result.at("oom").boolean);  // cudasim cannot back 2^62 bytes with host memory
+  EXPECT_EQ(result.at("capacity_bytes").number, 17592186044416.0);  // 16 TiB
+  EXPECT_TRUE(result.at("oom").boolean);                            // 2^62 bytes do not fit
+  // Found in review: a trace of 3 MiB and then 16 TiB had a default device of 128 TiB, whose
+  // expandable segments cudasim could not reserve: cudacache ran out of memory on the 3 MiB.
+  const std::string big =
+      write("big.csv", "op,id,size,stream\nalloc,0,3145728,0\nalloc,1,17592186044416,0\n");
+  const ToolRun both =
+      run_tool("--allocators cudacache,pytorch-expandable --json " + path("big.json") + " " + big);
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_EQ(both.output.find("Tried to allocate 3.00 MiB"), std::string::npos) << both.output;
+  EXPECT_NE(both.output.find("Tried to allocate 16384.00 GiB"), std::string::npos) << both.output;
   const std::string sum = write("sum.csv",
                                 "op,id,size,stream\nalloc,0,9223372036854775808,0\n"
                                 "alloc,1,9223372036854775808,0\n");

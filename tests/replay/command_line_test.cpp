@@ -29,6 +29,20 @@ TEST(CommandLine, CapacityFactorIsAPositiveNumber) {
   EXPECT_THROW(parse({"--capacity", "1GiB", "--capacity-factor", "2"}), UsageError);
 }
 
+// Found in review: a device of 2^64 - 1 bytes was taken; cudasim cannot reserve address space
+// for more than the host has, and every allocator with expandable segments then reported its
+// first request as out of memory.
+TEST(CommandLine, CapacityIsAtMostTheLargestSimulatedDevice) {
+  EXPECT_EQ(*parse({"--capacity", "16TiB"}).capacity_bytes, kLargestSimulatedDevice);
+  try {
+    parse({"--capacity", "18446744073709551615"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("is above 16 TiB"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(parse({"--capacity", "17TiB"}), UsageError);
+}
+
 TEST(CommandLine, CudacacheConfigsKeepTheirCommas) {
   if (!cudacache_adapter_built()) GTEST_SKIP() << "built without the cudacache adapter";
   const CommandLine line =

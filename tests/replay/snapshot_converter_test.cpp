@@ -136,6 +136,70 @@ TEST(SnapshotConverter, BadEventFieldNamesTheEvent) {
       << message;
 }
 
+// Found in review: the pickle memo lets one object be listed many times, and the converter
+// did the work once per listing (one active block in 4,000 segments 4,000 times each: 16 M
+// rows from 16 KB). An event, segment or block listed twice is refused, as is a second active
+// block at one address.
+TEST(SnapshotConverter, ObjectsListedTwiceAreRefused) {
+  const auto snapshot_with = [](bool shared_event, bool shared_block) {
+    testing::PickleBuilder b;
+    b.empty_dict().mark().str("segments").empty_list().mark();
+    // One segment whose blocks list one active block dict twice (memo 0), or two distinct ones.
+    b.empty_dict().mark().key_int("device", 0).key_int("stream", 0).str("blocks");
+    b.empty_list().mark();
+    b.empty_dict().memoize().mark().key_str("state", "active_allocated").key_int("address", 4096);
+    b.key_int("size", 512).set_items();
+    if (shared_block) {
+      b.raw(std::string("h\x00", 2));
+    } else {
+      b.empty_dict().mark().key_str("state", "active_allocated").key_int("address", 8192);
+      b.key_int("size", 512).set_items();
+    }
+    b.appends().set_items().appends();
+    b.str("device_traces").empty_list().mark().empty_list().mark();
+    b.empty_dict().memoize().mark().key_str("action", "alloc").key_int("addr", 0x10000);
+    b.key_int("size", 10).key_int("stream", 0).set_items();
+    if (shared_event) {
+      b.raw(std::string("h\x01", 2));
+    } else {
+      b.empty_dict().mark().key_str("action", "alloc").key_int("addr", 0x20000);
+      b.key_int("size", 10).key_int("stream", 0).set_items();
+    }
+    b.appends().appends().set_items().stop();
+    return b.bytes();
+  };
+  EXPECT_EQ(conversion_error(snapshot_with(false, false)), "(no error)");
+  const std::string event = conversion_error(snapshot_with(true, false));
+  EXPECT_NE(event.find("device_traces[0][1]: the same object as an earlier entry"),
+            std::string::npos)
+      << event;
+  const std::string block = conversion_error(snapshot_with(false, true));
+  EXPECT_NE(block.find("segments[0].blocks[1]: the same object as an earlier entry"),
+            std::string::npos)
+      << block;
+}
+
+TEST(SnapshotConverter, ASecondActiveBlockAtOneAddressIsRefused) {
+  const std::vector<SnapshotSegment> segments{
+      {0x2000, 0, {{0x2000, 300}}},
+      {0x2000, 0, {{0x2000, 300}}},
+  };
+  const std::string message = conversion_error(make_snapshot_pickle({}, segments));
+  EXPECT_NE(message.find("segments[1].blocks[0]: a second active block at address 8192"),
+            std::string::npos)
+      << message;
+}
+
+// The converter numbers stream handles in turn; the CSV reader refuses streams above 1023, so
+// a snapshot with more made a CSV that could not be read back. Both now refuse it.
+TEST(SnapshotConverter, MoreStreamsThanAReplayHoldsAreRefused) {
+  std::vector<SnapshotEvent> events;
+  for (std::int64_t i = 0; i < 1025; ++i) events.push_back({"alloc", 0x1000 * (i + 1), 8, i + 1});
+  const std::string message = conversion_error(make_snapshot_pickle(events, {}));
+  EXPECT_NE(message.find("stream 1024 is above the supported maximum 1023"), std::string::npos)
+      << message;
+}
+
 // The real traces: each raw pickle must convert to its CSV byte for byte.
 class RealTraceConversion : public ::testing::TestWithParam<const char*> {};
 

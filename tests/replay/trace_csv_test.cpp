@@ -118,6 +118,13 @@ TEST(TraceCsv, FreeSizeDiffersFromAlloc) {
                {"t.csv:3:", "size 6", "allocated with size 5"});
 }
 
+// Found in review: a free on another stream than its alloc's was taken, and its stream
+// counted (free,1,512,1023 made a replay create 1,024 streams).
+TEST(TraceCsv, FreeStreamDiffersFromAlloc) {
+  expect_error("op,id,size,stream\nalloc,0,5,1\nfree,0,5,1023\n",
+               {"t.csv:3:", "on stream 1023", "allocated on stream 1"});
+}
+
 TEST(TraceCsv, TruncatedLine) {
   expect_error("op,id,size,stream\nalloc,0,5,0\nalloc,1,5",
                {"t.csv:3:", "truncated line", "3 of 4 fields"});

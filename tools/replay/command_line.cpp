@@ -101,8 +101,8 @@ std::string usage_text() {
   text +=
       defaults +
       ")\n"
-      "  --capacity SIZE     simulated device size, e.g. 24GiB (default: max(80 GiB, 8 x the\n"
-      "                      trace's peak requested bytes), large enough never to refuse)\n"
+      "  --capacity SIZE     simulated device size, e.g. 24GiB, at most 16 TiB (default:\n"
+      "                      max(80 GiB, 8 x the trace's peak requested bytes), up to 16 TiB)\n"
       "  --capacity-factor F each trace's device is F x its peak requested bytes, rounded up\n"
       "                      to 2 MiB, e.g. 1.02 to compare allocators under pressure\n"
       "  --min-capacity      also find, per allocator, the smallest device (2 MiB steps) on\n"
@@ -225,6 +225,10 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   if (capacity) {
     line.capacity_bytes = parse_byte_size(*capacity);
     if (*line.capacity_bytes == 0) throw UsageError("--capacity must be above 0");
+    if (*line.capacity_bytes > kLargestSimulatedDevice) {
+      throw UsageError("--capacity " + *capacity +
+                       " is above 16 TiB, the largest device the simulator can hold");
+    }
   }
   if (capacity_factor) {
     const std::string& text = *capacity_factor;

@@ -17,6 +17,13 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The largest simulated device: cudasim backs address reservations with host address space
+// (128 TiB on x86-64 Linux), and an allocator with expandable segments reserves 9/8 of the
+// device. A device of 128 TiB failed every such allocator's first reservation, reported as out
+// of memory on the first request; --capacity and --capacity-factor refuse more, and the default
+// device stops here.
+inline constexpr std::uint64_t kLargestSimulatedDevice = std::uint64_t{16} << 40;  // 16 TiB
+
 struct CommandLine {
   std::vector<std::string> traces;  // CSV or pickle paths; "-" = stdin (at most once)
   std::vector<std::string> allocators;

@@ -30,9 +30,10 @@ constexpr std::uint64_t kDefaultCapacityHeadroom = 8;
 
 std::uint64_t default_capacity(const Trace& trace) {
   const std::uint64_t step = kCapacityResolution;
-  // Saturates at 2^63 (no request can be larger) instead of wrapping for huge peaks.
-  constexpr std::uint64_t kLargest = std::uint64_t{1} << 63;
-  if (trace.peak_requested_bytes > kLargest / kDefaultCapacityHeadroom) return kLargest;
+  // At most the largest simulated device (a trace that needs more runs out of memory there).
+  if (trace.peak_requested_bytes > kLargestSimulatedDevice / kDefaultCapacityHeadroom) {
+    return kLargestSimulatedDevice;
+  }
   const std::uint64_t scaled =
       (trace.peak_requested_bytes * kDefaultCapacityHeadroom + step - 1) / step * step;
   return std::max(kDefaultCapacityFloor, scaled);
@@ -42,7 +43,10 @@ std::uint64_t default_capacity(const Trace& trace) {
 std::uint64_t scaled_capacity(const Trace& trace, double factor) {
   const std::uint64_t step = kCapacityResolution;
   const double bytes = std::ceil(static_cast<double>(trace.peak_requested_bytes) * factor);
-  if (bytes >= 0x1p63) throw UsageError("--capacity-factor: the device would exceed 2^63 bytes");
+  if (bytes > static_cast<double>(kLargestSimulatedDevice)) {
+    throw UsageError("--capacity-factor: the device of " + trace.name +
+                     " would be above 16 TiB, the largest device the simulator can hold");
+  }
   const auto rounded = (static_cast<std::uint64_t>(bytes) + step - 1) / step * step;
   return std::max(step, rounded);
 }

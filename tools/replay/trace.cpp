@@ -10,6 +10,7 @@ void finalize_trace(Trace& trace, const std::function<std::string(std::size_t)>&
   struct LiveAllocation {
     std::uint32_t slot;
     std::uint64_t size;
+    std::uint32_t stream;
   };
   std::unordered_map<std::uint64_t, LiveAllocation> live;
   std::uint64_t live_bytes = 0;
@@ -20,10 +21,14 @@ void finalize_trace(Trace& trace, const std::function<std::string(std::size_t)>&
 
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     TraceEvent& event = trace.events[i];
+    if (event.stream > kMaxStreamNumber) {
+      throw TraceError(where(i) + ": stream " + std::to_string(event.stream) +
+                       " is above the supported maximum " + std::to_string(kMaxStreamNumber));
+    }
     switch (event.op) {
       case TraceOp::kAlloc: {
         auto [it, inserted] =
-            live.try_emplace(event.id, LiveAllocation{trace.alloc_count, event.size});
+            live.try_emplace(event.id, LiveAllocation{trace.alloc_count, event.size, event.stream});
         if (!inserted) {
           throw TraceError(where(i) + ": alloc of id " + std::to_string(event.id) +
                            ", which is already live");
@@ -46,6 +51,11 @@ void finalize_trace(Trace& trace, const std::function<std::string(std::size_t)>&
           throw TraceError(where(i) + ": free of id " + std::to_string(event.id) + " with size " +
                            std::to_string(event.size) + ", but it was allocated with size " +
                            std::to_string(it->second.size));
+        }
+        if (it->second.stream != event.stream) {
+          throw TraceError(where(i) + ": free of id " + std::to_string(event.id) + " on stream " +
+                           std::to_string(event.stream) + ", but it was allocated on stream " +
+                           std::to_string(it->second.stream));
         }
         event.slot = it->second.slot;
         live_bytes -= event.size;

@@ -39,10 +39,14 @@ struct Trace {
   std::uint64_t empty_cache_count = 0;
 };
 
+// Streams become real cudaStream_t objects during a replay: numbers above this are refused.
+inline constexpr std::uint32_t kMaxStreamNumber = 1023;
+
 // Checks and completes a trace whose events carry op, id, size and stream: assigns slots,
 // counts streams, computes the peak of live requested bytes. `where(i)` names event i in an
 // error message ("file.csv:12"). Throws TraceError on an alloc of a live id, a free of an
-// unknown id or a free whose size differs from its alloc.
+// unknown id, a free whose size or stream differs from its alloc, or a stream above
+// kMaxStreamNumber (also from a converted snapshot, whose stream handles are numbered in turn).
 void finalize_trace(Trace& trace, const std::function<std::string(std::size_t)>& where);
 
 // Same, for events built in code: errors name the trace and the event index.

@@ -13,8 +13,6 @@ namespace {
 
 constexpr std::string_view kHeader = "op,id,size,stream";
 constexpr std::string_view kStdinPath = "-";
-// Streams become real cudaStream_t objects during a replay: refuse absurd numbers early.
-constexpr std::uint64_t kMaxStreamNumber = 1023;
 
 struct LineContext {
   const std::string& source;
@@ -80,7 +78,7 @@ TraceEvent parse_event(std::string_view line, const LineContext& ctx) {
   event.id = parse_unsigned(fields[1], "id", ctx);
   event.size = parse_unsigned(fields[2], "size", ctx);
   std::uint64_t stream = parse_unsigned(fields[3], "stream", ctx);
-  if (stream > kMaxStreamNumber) {
+  if (stream > kMaxStreamNumber) {  // before the cast below; finalize_trace checks it too
     ctx.fail("stream " + std::to_string(stream) + " is above the supported maximum " +
              std::to_string(kMaxStreamNumber));
   }

@@ -22,11 +22,17 @@ size_t round_up(size_t bytes, size_t alignment) {
 cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
   if (size > SIZE_MAX - kAllocationAlignment) return cudaErrorMemoryAllocation;
   const size_t bytes = round_up(size, kAllocationAlignment);
+  // The peaks as they were: a request the host cannot map was never in use (it showed as a
+  // device peak of 8 EiB after a failed cudaMalloc of 2^63 - 1 bytes).
+  const uint64_t device_peak = s.devices[static_cast<size_t>(device)].counters.peak_bytes;
+  const uint64_t total_peak = s.total_peak;
   if (const cudaError_t e = charge(s, device, bytes); e != cudaSuccess) return e;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     credit(s, device, bytes);
+    s.devices[static_cast<size_t>(device)].counters.peak_bytes = device_peak;
+    s.total_peak = total_peak;
     return cudaErrorMemoryAllocation;
   }
   s.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{device, bytes, false};
