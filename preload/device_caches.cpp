@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "log.h"
 #include "mutex.h"
 #include "real_runtime.h"
@@ -31,6 +33,9 @@ struct Slot {
 };
 
 Slot g_slots[kMaxDevices];
+// The process that created the first allocator: a child forked after it inherits the caches
+// and counters, which are its parent's to report.
+std::atomic<pid_t> g_owner{0};
 const Options* g_options CUDACACHE_GUARDED_BY(g_mutex) = nullptr;        // leaked
 std::string* g_disabled_reason CUDACACHE_GUARDED_BY(g_mutex) = nullptr;  // leaked
 
@@ -83,6 +88,8 @@ DeviceAllocator* allocator_for(int device) {
     auto backend = std::make_unique<TrackingSegmentBackend>(
         make_segment_backend(device, parsed->wants_pages()));
     auto* allocator = new DeviceAllocator(device, *parsed, nullptr, std::move(backend));
+    pid_t unset = 0;
+    g_owner.compare_exchange_strong(unset, getpid());
     slot.allocator.store(allocator, std::memory_order_release);
     logger().debug("preload: caching device {}", device);
     return allocator;
@@ -91,6 +98,11 @@ DeviceAllocator* allocator_for(int device) {
     slot.unavailable.store(true);
     return nullptr;
   }
+}
+
+bool caches_are_inherited() {
+  const pid_t owner = g_owner.load();
+  return owner != 0 && owner != getpid();
 }
 
 DeviceAllocator* existing_allocator(int device) {

@@ -28,6 +28,10 @@ DeviceAllocator* existing_allocator(int device);
 // The caller must not race other threads on that device (CUDA's own rule for the reset).
 void release_device(int device);
 
+// True in a child forked after the caches were made: they and their counters are its
+// parent's (the exit summary and snapshot are then the parent's to write, not the child's).
+bool caches_are_inherited();
+
 // Counters of a valid ordinal (0 <= device < kMaxDevices).
 DeviceCounters& counters(int device);
 

@@ -76,6 +76,7 @@ void write_summary(std::FILE* out) {
 
 // A destructor, not a constructor-registered atexit: nothing runs before main.
 __attribute__((destructor)) void summary_at_exit() {
+  if (caches_are_inherited()) return;  // a forked child: its parent reports
   const char* target = std::getenv("CUDACACHE_STATS_AT_EXIT");
   if (target == nullptr || target[0] == '\0' || std::strcmp(target, "0") == 0) return;
   if (std::strcmp(target, "1") == 0) {

@@ -100,8 +100,10 @@ CUDACACHE_PRELOAD_EXPORT cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream
                              [&] { return real::cudaFreeAsync_ptsz(devPtr, hStream); });
 }
 
-// Memory held in the cache (reserved but not allocated) counts as free: programs that size
+// Memory held in the cache that the cache can give back counts as free: programs that size
 // themselves from cudaMemGetInfo would otherwise shrink, or fail, by the size of the cache.
+// Not the free part of a segment or page that also holds a live block: counted until
+// 2026-12-05, it made a program that asked for all the free memory it was told of fail.
 CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   const cudaError_t error = real::cudaMemGetInfo(free, total);
   if (error != cudaSuccess || preload::inside_cudacache()) return error;
@@ -109,11 +111,7 @@ CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMemGetInfo(size_t* free, size_t* total)
   const cudacache::DeviceAllocator* allocator =
       preload::existing_allocator(preload::current_device());
   if (allocator == nullptr) return error;
-  const cudacache::MemoryStats stats = allocator->stats();
-  const auto reserved = stats.reserved_bytes[cudacache::kAllPools].current;
-  const auto allocated = stats.allocated_bytes[cudacache::kAllPools].current;
-  const auto cached = static_cast<size_t>(std::max<std::int64_t>(reserved - allocated, 0));
-  *free = std::min(*total, *free + cached);
+  *free = std::min(*total, *free + allocator->releasable_bytes());
   return error;
 }
 

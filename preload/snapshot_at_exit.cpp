@@ -30,6 +30,7 @@ std::vector<MemorySnapshot> device_snapshots() {
 
 // A destructor, like the exit summary: it runs after main and the program's atexit handlers.
 __attribute__((destructor)) void snapshot_at_exit() {
+  if (caches_are_inherited()) return;  // a forked child: its parent reports
   const char* target = std::getenv("CUDACACHE_SNAPSHOT_AT_EXIT");
   if (target == nullptr || target[0] == '\0' || std::strcmp(target, "0") == 0) return;
   const std::vector<MemorySnapshot> snapshots = device_snapshots();

@@ -692,6 +692,9 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
   if (error != cudaSuccess) {
     logger().error("device {}: cudaMemGetInfo failed: {}", device_,
                    device_api::error_string(error));
+    // The total from the device's properties when it was read; 0 says "unknown" (oom_report).
+    report.device_total_bytes = device_total_bytes_;
+    report.device_free_bytes = 0;
   }
   report.allocated_bytes =
       static_cast<std::size_t>(stats_.values().allocated_bytes[kAllPools].current);
@@ -720,6 +723,23 @@ std::size_t DeviceAllocator::free_in_partial_pages() const {
       block->segment->expandable->for_each_page_inside(
           block->address, block->size,
           [&](std::uintptr_t, const Page& page) { bytes -= page.size; });
+    });
+  }
+  return bytes;
+}
+
+std::size_t DeviceAllocator::releasable_bytes() const {
+  MutexLock lock(mutex_);
+  std::size_t bytes = 0;
+  for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
+    pool->for_each_free([&](const Block* block) {
+      if (!expandable()) {
+        if (!block->is_split()) bytes += block->size;
+        return;
+      }
+      block->segment->expandable->for_each_page_inside(
+          block->address, block->size,
+          [&](std::uintptr_t, const Page& page) { bytes += page.size; });
     });
   }
   return bytes;

@@ -75,6 +75,10 @@ class DeviceAllocator {
   // (nothing done, nothing logged) otherwise. A bad stream still throws.
   bool record_stream_if_owned(void* ptr, cudaStream_t stream) CUDACACHE_EXCLUDES(mutex_);
   void empty_cache() CUDACACHE_EXCLUDES(mutex_);
+  // Cached memory that empty_cache() would give back to the device now: free blocks that are
+  // whole segments, or with pages the whole pages inside free blocks. Not the free part of a
+  // segment or page that also holds a live block, which stays reserved.
+  std::size_t releasable_bytes() const CUDACACHE_EXCLUDES(mutex_);
 
   MemoryStats stats() const CUDACACHE_EXCLUDES(mutex_);
   void reset_peak_stats() CUDACACHE_EXCLUDES(mutex_);

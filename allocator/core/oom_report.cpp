@@ -13,9 +13,11 @@ std::string describe_oom(const OomReport& r, const Options& options) {
   std::string text =
       "CUDA out of memory (cudacache). Tried to allocate " + format_size(r.requested_bytes) +
       " on device " + std::to_string(r.device) + ". Device " + std::to_string(r.device) +
-      " has a total capacity of " + format_size(r.device_total_bytes) + " of which " +
-      format_size(r.device_free_bytes) + " is free. Of the memory cudacache holds, " +
-      format_size(r.allocated_bytes) + " is allocated and " +
+      (r.device_total_bytes == 0
+           ? std::string(" could not say how much memory it has (cudaMemGetInfo failed).")
+           : " has a total capacity of " + format_size(r.device_total_bytes) + " of which " +
+                 format_size(r.device_free_bytes) + " is free.") +
+      " Of the memory cudacache holds, " + format_size(r.allocated_bytes) + " is allocated and " +
       format_size(r.reserved_unallocated_bytes) +
       " is reserved but unallocated (reserved in total: " + format_size(r.reserved_bytes) +
       "); the largest free cached block is " + format_size(r.largest_free_cached_block) +
@@ -38,7 +40,7 @@ std::string describe_oom(const OomReport& r, const Options& options) {
             options.per_process_memory_fraction.to_string() + " of the device) was reached.";
   }
   const std::size_t suggested_split_mb = std::max<std::size_t>(20, r.requested_bytes >> 20);
-  if (r.requested_bytes > r.device_total_bytes) {
+  if (r.device_total_bytes > 0 && r.requested_bytes > r.device_total_bytes) {
     text += " The request is larger than the whole device: no setting can satisfy it.";
   } else if (r.fraction_cap_hit) {
     text += " Raise per_process_memory_fraction, or free memory.";

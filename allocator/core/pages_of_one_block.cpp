@@ -148,9 +148,12 @@ bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::si
   parts.erase(std::remove(parts.begin(), parts.end(), std::size_t{0}), parts.end());
   const std::size_t bytes = std::accumulate(parts.begin(), parts.end(), std::size_t{0});
   if (bytes == 0) return true;
+  struct PlannedPages {  // cleared also when the map throws: a later growth must not map them
+    std::vector<std::size_t>& sizes;
+    ~PlannedPages() { sizes.clear(); }
+  } scope{planned_pages_};
   planned_pages_ = std::move(parts);
   map_block(unmapped, bytes);  // a full device leaves the rest unmapped: the device has it
-  planned_pages_.clear();
   return true;
 }
 

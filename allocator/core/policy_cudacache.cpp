@@ -317,6 +317,15 @@ bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, Address
   const cudaError_t error = block->segment->expandable->map_pages(block->address, pages, mapped);
   if (error != cudaSuccess) {
     release_pages(*backend_, pages);
+    pages.clear();
+    // A device out of memory for the map or its access grant is an out of memory like a
+    // refused create: the ladder goes on (it was a CUDA error that skipped the ladder and the
+    // retry hooks, where PyTorch's expandable segments go on).
+    if (error == cudaErrorMemoryAllocation) {
+      device_reading_.valid = false;
+      *complete = false;
+      return false;
+    }
     report::cuda_error("mapping pages", device_, error);
   }
   return true;

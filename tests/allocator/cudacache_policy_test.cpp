@@ -170,8 +170,10 @@ TEST_F(CudacachePolicy, AGrowthAsksTheDeviceOnlyForWhatTheFreeBlockItExtendsLack
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
-// Bad answer from the driver: a growth in new pages that fails with a CUDA error throws, and the
-// next request that needs moved pages still gets them (no out-of-memory ladder).
+// The driver out of memory for an access grant: a growth in new pages that fails that way goes
+// down the out-of-memory ladder like a refused create (it was a CUDA error, which skipped the
+// ladder and the retry hooks, and counted no out-of-memory), and the next request that needs
+// moved pages still gets them.
 TEST_F(CudacachePolicy, AFailedGrowthInNewPagesLeavesMovesOn) {
   ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
   const ScopedStream other;
@@ -179,7 +181,14 @@ TEST_F(CudacachePolicy, AFailedGrowthInNewPagesLeavesMovesOn) {
     DeviceAllocator allocator(0, options());
     leave_free_pages(allocator, other, 3);  // 18 MiB of free pages
     ASSERT_EQ(cudasim_fail_nth_call(0, "set_access", 1), 0);
-    EXPECT_ANY_THROW(allocator.allocate(6 * kMiB, nullptr));  // a growth in new pages
+    void* grown = allocator.allocate(6 * kMiB, nullptr);  // a growth in new pages
+    ASSERT_NE(grown, nullptr);
+    EXPECT_EQ(cudaMemset(grown, 2, 6 * kMiB), cudaSuccess);
+    EXPECT_EQ(allocator.stats().num_ooms, 0);
+    EXPECT_EQ(static_cast<std::uint64_t>(reserved(allocator.stats())), sim_counters().in_use_bytes);
+    allocator.deallocate(grown);
+    allocator.empty_cache();
+    leave_free_pages(allocator, other, 3);
     // More than the device has left (82 MiB): the free pages must move.
     const cudasim_call_counts before = sim_calls();
     void* p = allocator.allocate(90 * kMiB, nullptr);

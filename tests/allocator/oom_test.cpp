@@ -313,6 +313,27 @@ TEST_F(OomTest, AnAllocationInsideAHookDoesNotRunTheHooksAgain) {
   allocator.deallocate(hog);
 }
 
+// Found in review: when cudaMemGetInfo failed as the report was made, the message said the
+// device had 0 bytes and that the request was larger than the whole device.
+TEST_F(OomTest, AnUnreadableDeviceIsSaidSoInTheMessage) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  DeviceAllocator allocator(0, pytorch_native());
+  void* kept = allocator.allocate(10 * kMiB, nullptr);
+  ASSERT_EQ(cudasim_fail_nth_call(0, "mem_get_info", 1), 0);
+  try {
+    allocator.allocate(60 * kMiB, nullptr);
+    ADD_FAILURE() << "no out of memory";
+  } catch (const OutOfMemoryError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("could not say how much memory it has (cudaMemGetInfo failed)"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("larger than the whole device"), std::string::npos) << message;
+    EXPECT_EQ(message.find("total capacity of 0 bytes"), std::string::npos) << message;
+  }
+  allocator.deallocate(kept);
+}
+
 TEST_F(OomTest, AnEmptyHookIsRefused) {
   DeviceAllocator allocator(0, pytorch_native());
   try {

@@ -52,6 +52,29 @@ TEST_F(PagesOfOneBlock, ALargeBlockWithoutRoomGetsOnePageOfItsOwn) {
   allocator.deallocate(small);
 }
 
+// Found in review: a map that failed while a page of one block was cut left the cut's page sizes
+// planned, and the next growth of any size mapped them (a 1000-byte request took 40 MiB into
+// the small pool; an 8 MiB stretch before mapped memory refused every 8 MiB request).
+TEST_F(PagesOfOneBlock, AMapThatFailsWhileCuttingLeavesNoPlanBehind) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  {
+    DeviceAllocator allocator(0, options());
+    allocator.deallocate(allocator.allocate(40 * kMiB, nullptr));  // a page of its own, free
+    ASSERT_EQ(cudasim_fail_nth_call(0, "map", 1), 0);              // the map of the cut page fails
+    void* cut = allocator.allocate(10 * kMiB, nullptr);  // out of memory for the map: the ladder
+    ASSERT_NE(cut, nullptr);
+    ASSERT_EQ(cudaMemset(cut, 4, 10 * kMiB), cudaSuccess);
+    void* small = allocator.allocate(1000, nullptr);
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(stats.reserved_bytes[kSmallPool].current, static_cast<std::int64_t>(2 * kMiB));
+    EXPECT_EQ(static_cast<std::uint64_t>(reserved(stats)), sim_counters().in_use_bytes);
+    EXPECT_TRUE(holds(cut, 10 * kMiB, 4));
+    allocator.deallocate(small);
+    allocator.deallocate(cut);
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // A smaller block reusing the memory cuts the page where it ends, so the rest stays whole free
 // pages: another stream then gets them moved instead of running out of memory (uncut, the page
 // would hold the block and 39 MiB nothing could use).

@@ -1,6 +1,7 @@
 // cudaMemGetInfo under the preload counts the memory cudacache caches as free: a program that
 // frees everything sees the whole device free again, and one that sizes a buffer from the
-// reported free memory gets it. The output is the same with and without the preload.
+// reported free memory gets it, even all of it. The output is the same with and without the
+// preload.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -29,5 +30,18 @@ int main() {
   const cudaError_t error = cudaMalloc(&big, want);
   std::printf("cudaMalloc of 3/4 of the reported free memory: %s\n", cudaGetErrorName(error));
   cudaFree(big);
-  return error == cudaSuccess ? 0 : 1;
+
+  // Keep a small block and ask for all the free memory reported (whole MiB). The free rest of
+  // the small block's segment or page cannot be given back, so it is not reported free: it
+  // was until 2026-12-05, and this cudaMalloc failed under the preload.
+  void* small = nullptr;
+  if (cudaMalloc(&small, 1024) != cudaSuccess) return 1;
+  cudaMemGetInfo(&free_bytes, &total);
+  void* all = nullptr;
+  const cudaError_t all_error = cudaMalloc(&all, free_bytes & ~((size_t{1} << 20) - 1));
+  std::printf("cudaMalloc of all the reported free memory beside a small block: %s\n",
+              cudaGetErrorName(all_error));
+  cudaFree(all);
+  cudaFree(small);
+  return error == cudaSuccess && all_error == cudaSuccess ? 0 : 1;
 }

@@ -112,7 +112,19 @@ class SnapshotTest(support.AllocatorTestCase):
                  if s["address"] <= ptr < s["address"] + s["total_size"]]
         self.assertEqual([s["device"] for s in owner], [1])
         self.assertEqual({s["device"] for s in cudacache.snapshot(1)["segments"]}, {1})
-        self.assertEqual(len(cudacache.snapshot(1)["device_traces"]), 1)
+        # device_traces is indexed by device: one device's trace is at its own index (it
+        # was at 0, and readers drew device 1's trace as device 0's).
+        cudacache.record_history(100, device=1)
+        try:
+            self.alloc(5000, device=1)
+            traces = cudacache.snapshot(1)["device_traces"]
+        finally:
+            cudacache.record_history(0, device=1)
+        self.assertEqual(len(traces), 2)
+        self.assertEqual(traces[0], [])
+        self.assertEqual([entry["size"] for entry in traces[1] if entry["action"] == "alloc"],
+                         [5000])
+        self.assertEqual(len(cudacache.snapshot(0)["device_traces"]), 1)
 
     def test_snapshot_json_is_snprintf_style(self):
         self.alloc(1000)

@@ -144,6 +144,43 @@ class StatsTest(support.AllocatorTestCase):
                 self.assertEqual(cudacache.memory_stats(device)["allocated_bytes.all.current"],
                                  expected)
 
+    # Found in review: a bad device gave a silent 0, an index of 2**31 or more wrapped to
+    # device 0 in ctypes, and "cuda:1_0" was device 10.
+    def test_bad_devices_raise_instead_of_answering_for_another(self):
+        with self.assertRaises(cudacache.CudacacheError) as caught:
+            cudacache.memory_allocated(99)
+        self.assertIn("invalid device ordinal 99", str(caught.exception))
+        for function in (cudacache.memory_reserved, cudacache.max_memory_allocated,
+                         cudacache.max_memory_reserved):
+            with self.subTest(function=function.__name__):
+                with self.assertRaises(cudacache.CudacacheError):
+                    function(99)
+        for device in (2**31, 2**32, -1, "cuda:1_0", "cuda:+0", "cuda: 0 ", "cuda:abc"):
+            with self.subTest(device=device):
+                with self.assertRaises(ValueError):
+                    cudacache.memory_allocated(device)
+        with self.assertRaises(ValueError):
+            cudacache.raw_alloc(10, device=2**32)
+        self.assertEqual(cudacache.memory_allocated(0), 0)  # a real 0 is still an answer
+
+    def test_sizes_and_streams_out_of_range_raise_instead_of_wrapping(self):
+        for size in (2**64, 2**63, -1):
+            with self.subTest(size=size):
+                with self.assertRaises(ValueError) as caught:
+                    cudacache.raw_alloc(size, 0)
+                self.assertIn(str(size), str(caught.exception))
+        with self.assertRaises(TypeError):
+            cudacache.raw_alloc(1.5, 0)
+        ptr = self.alloc(4096)
+        with self.assertRaises(ValueError):
+            cudacache.record_stream(ptr, 2**64)
+        self.assertEqual(cudacache.memory_allocated(0), 4096)
+
+    def test_record_stream_may_leave_foreign_memory_alone(self):
+        with self.assertRaises(cudacache.CudacacheError):
+            cudacache.record_stream(0x1234, 0)
+        self.assertIsNone(cudacache.record_stream(0x1234, 0, ignore_foreign=True))
+
     def test_out_of_memory_raises_the_typed_error(self):
         before = cudacache.memory_stats(0)["num_ooms"]
         with self.assertRaises(cudacache.OutOfMemoryError) as caught:
@@ -198,6 +235,11 @@ class ConfigureTest(unittest.TestCase):
             "    print('refused:', error)\n")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("refused:", result.stdout)
+
+    def test_a_nul_in_the_configuration_is_refused(self):
+        with self.assertRaises(cudacache.ConfigurationError) as caught:
+            cudacache.configure("max_split_size_mb:128\0junk")
+        self.assertIn("NUL", str(caught.exception))
 
     def test_config_help_documents_every_option(self):
         help_text = cudacache.config_help()

@@ -21,7 +21,8 @@ class UsageError : public std::runtime_error {
 // (128 TiB on x86-64 Linux), and an allocator with expandable segments reserves 9/8 of the
 // device. A device of 128 TiB failed every such allocator's first reservation, reported as out
 // of memory on the first request; --capacity and --capacity-factor refuse more, and the default
-// device stops here.
+// device stops here. A ThreadSanitizer build leaves a process far less address space, and
+// there such a device still fails.
 inline constexpr std::uint64_t kLargestSimulatedDevice = std::uint64_t{16} << 40;  // 16 TiB
 
 struct CommandLine {

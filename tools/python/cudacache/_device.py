@@ -15,7 +15,12 @@ def device_index(device=None):
         kind, _, index = device.partition(":")
         if kind != "cuda":
             raise ValueError(f"expected a CUDA device, got {device!r}")
-        return CURRENT_DEVICE if not index else _non_negative(int(index), device)
+        if not index:
+            return CURRENT_DEVICE
+        # Digits only: int() also takes " 0 ", "+0" and "1_0" (which is 10).
+        if not (index.isascii() and index.isdigit()):
+            raise ValueError(f"invalid device {device!r}: expected 'cuda' or 'cuda:N'")
+        return _non_negative(int(index), device)
     if hasattr(device, "type") and hasattr(device, "index"):  # torch.device and look-alikes
         if device.type != "cuda":
             raise ValueError(f"expected a CUDA device, got {device!r}")
@@ -29,7 +34,11 @@ def device_index(device=None):
             from None
 
 
+# The C API takes an int: a larger index would wrap (2**32 became device 0).
+_MAX_DEVICE = 2**31 - 1
+
+
 def _non_negative(index, original):
-    if index < 0:
+    if index < 0 or index > _MAX_DEVICE:
         raise ValueError(f"invalid device {original!r}")
     return int(index)

@@ -14,6 +14,7 @@ from ._errors import ConfigurationError, CudacacheError, OutOfMemoryError
 # cudacache_status values (cudacache.h).
 STATUS_OK = 0
 STATUS_OUT_OF_MEMORY = 1
+STATUS_UNKNOWN_POINTER = 4
 STATUS_CONFIG = 5
 
 
@@ -41,24 +42,35 @@ def read_json(call):
     return json.loads(read_text(call))
 
 
+def _stat(function, device):
+    lib = _library.get()
+    index = device_index(device)
+    value = int(getattr(lib, function)(index))
+    if value == 0:
+        # 0 is also what the C function returns for a bad device; the stats document tells
+        # the two apart (it raises, naming the device).
+        read_text(lambda buffer, length: lib.cudacache_memory_stats_json(index, buffer, length))
+    return value
+
+
 def memory_allocated(device=None):
     """Bytes in blocks handed out now (rounded sizes): PyTorch's allocated_bytes.all.current."""
-    return int(_library.get().cudacache_memory_allocated(device_index(device)))
+    return _stat("cudacache_memory_allocated", device)
 
 
 def memory_reserved(device=None):
     """Bytes of device memory the allocator holds now: reserved_bytes.all.current."""
-    return int(_library.get().cudacache_memory_reserved(device_index(device)))
+    return _stat("cudacache_memory_reserved", device)
 
 
 def max_memory_allocated(device=None):
     """Peak of memory_allocated since start or the last reset_peak_memory_stats."""
-    return int(_library.get().cudacache_max_memory_allocated(device_index(device)))
+    return _stat("cudacache_max_memory_allocated", device)
 
 
 def max_memory_reserved(device=None):
     """Peak of memory_reserved since start or the last reset_peak_memory_stats."""
-    return int(_library.get().cudacache_max_memory_reserved(device_index(device)))
+    return _stat("cudacache_max_memory_reserved", device)
 
 
 def reset_peak_memory_stats(device=None):
@@ -108,6 +120,8 @@ def configure(conf):
     lib = _library.get()
     if not isinstance(conf, str):
         raise TypeError(f"configure() takes a string like 'max_split_size_mb:128', got {conf!r}")
+    if "\0" in conf:  # C would read it only up to the NUL
+        raise ConfigurationError(f"invalid cudacache configuration {conf!r}: it holds a NUL")
     status = lib.cudacache_configure(conf.encode())
     if status == STATUS_CONFIG:
         raise ConfigurationError(lib.last_error() or f"invalid cudacache configuration {conf!r}")
@@ -197,6 +211,26 @@ def remove_retry_hook(hook):
         del _hooks[handle]
 
 
+def _bytes(value, what):
+    """An int byte count the C API takes as is: ctypes masks a larger one (2**64 became 0)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {value!r}")
+    if value < 0 or value >= 2**63:
+        raise ValueError(f"{what} must be between 0 and 2**63 - 1, got {value}")
+    return value
+
+
+def _stream_handle(stream):
+    """A cudaStream_t as an int (0: the default stream); larger than a pointer is an error."""
+    if stream is None:
+        return 0
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError(f"stream must be a cudaStream_t as an int, got {stream!r}")
+    if stream < 0 or stream >= 2**64:
+        raise ValueError(f"stream must be a cudaStream_t as an int, got {stream}")
+    return stream
+
+
 def raw_alloc(size, device=None, stream=0):
     """Allocates `size` bytes on `device` for use on `stream` (a cudaStream_t as an int).
 
@@ -205,8 +239,9 @@ def raw_alloc(size, device=None, stream=0):
     """
     lib = _library.get()
     index = device_index(device)
+    size = _bytes(size, "size")
     out = ctypes.c_void_p()
-    status = lib.cudacache_allocate(ctypes.byref(out), size, index, stream)
+    status = lib.cudacache_allocate(ctypes.byref(out), size, index, _stream_handle(stream))
     if status == STATUS_OUT_OF_MEMORY:
         raise OutOfMemoryError(lib.last_error() or f"out of memory allocating {size} bytes",
                                size=size, device=index if index >= 0 else None)
@@ -214,17 +249,21 @@ def raw_alloc(size, device=None, stream=0):
     return out.value or 0
 
 
-def record_stream(ptr, stream):
+def record_stream(ptr, stream, ignore_foreign=False):
     """Marks the block at `ptr` as used on `stream` too (cudacache_record_stream).
 
     When the block is freed, its memory is reused only after the work queued on `stream` by
     then has completed. `ptr` is the address cudacache returned (a tensor's
     untyped_storage().data_ptr()); `stream` a cudaStream_t as an int, or an object with a
-    .cuda_stream (torch.cuda.Stream).
+    .cuda_stream (torch.cuda.Stream). With ignore_foreign, memory cudacache did not allocate
+    is left alone, as PyTorch's allocator leaves it, instead of raising.
     """
     lib = _library.get()
-    handle = getattr(stream, "cuda_stream", stream)
-    _check(lib, lib.cudacache_record_stream(ptr, handle), "cudacache_record_stream")
+    handle = _stream_handle(getattr(stream, "cuda_stream", stream))
+    status = lib.cudacache_record_stream(ptr, handle)
+    if ignore_foreign and status == STATUS_UNKNOWN_POINTER:
+        return
+    _check(lib, status, "cudacache_record_stream")
 
 
 def raw_free(ptr):

@@ -47,7 +47,7 @@ def snapshot(device=None):
     lib = _library.get()
     devices = [device_index(device)] if device is not None else range(max(device_count(), 1))
     segments = []
-    traces = []
+    traces = {}  # device -> its trace; device_traces is indexed by device
     for index in devices:
         document = _device_snapshot(lib, index)
         if not isinstance(document, dict) or "segments" not in document:
@@ -59,11 +59,21 @@ def snapshot(device=None):
             segments.append(segment)
         device_traces = document.get("device_traces", [])
         if len(device_traces) > max(index, 0) and len(device_traces) > 1:
-            traces.append(_with_frames(device_traces[index]))
+            trace = _with_frames(device_traces[index])
         else:
-            traces.append(_with_frames(device_traces[0]) if device_traces else [])
+            trace = _with_frames(device_traces[0]) if device_traces else []
+        # One device's snapshot keeps its trace at its own index (it was at 0, so a reader
+        # drew device 1's trace as device 0's), after empty ones for the devices before it.
+        traces[index if index >= 0 else _current_device()] = trace
     segments.sort(key=lambda segment: (segment.get("device", 0), segment["address"]))
-    return {"segments": segments, "device_traces": traces}
+    return {"segments": segments,
+            "device_traces": [traces.get(i, []) for i in range(max(traces) + 1)]}
+
+
+def _current_device():
+    device = ctypes.c_int(0)
+    status = _library.get().cudart().cudaGetDevice(ctypes.byref(device))
+    return device.value if status == 0 else 0
 
 
 # Entries a recording keeps by default (PyTorch's scripts commonly pass max_entries=100000).

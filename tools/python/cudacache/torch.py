@@ -691,7 +691,9 @@ def _record_stream_patch(original):
         original(self, stream)
         storage = self.untyped_storage()
         if storage.data_ptr():
-            _memory.record_stream(storage.data_ptr(), stream)
+            # Memory cudacache did not allocate (a tensor from DLPack, from another allocator)
+            # is left alone, as PyTorch's own allocator leaves pointers it does not own.
+            _memory.record_stream(storage.data_ptr(), stream, ignore_foreign=True)
 
     record_stream.__doc__ = (
         "cudacache: Tensor.record_stream, also told to cudacache (PyTorch's pluggable "
