@@ -22,7 +22,7 @@ class RetryHooks {
   // Calls every hook in registration order, outside any allocator lock, and returns whether
   // one of them asked for another attempt. A hook that throws counts as "no".
   // While they run, running_on_this_thread() is true on the calling thread: an allocation a
-  // hook makes through the same allocators fails without running the hooks again (each nested
+  // hook makes (through any allocator) fails without running the hooks again (each nested
   // allocation that failed ran them anew, without end, until the stack overflowed).
   bool run(const OomContext& context) const;
   static bool running_on_this_thread();

@@ -171,6 +171,14 @@ class StatsTest(support.AllocatorTestCase):
                 self.assertIn(str(size), str(caught.exception))
         with self.assertRaises(TypeError):
             cudacache.raw_alloc(1.5, 0)
+        with self.assertRaises(TypeError):
+            cudacache.raw_alloc(True, 0)
+
+        class Index:  # numpy integers are ints this way
+            def __index__(self):
+                return 2048
+
+        cudacache.raw_free(cudacache.raw_alloc(Index(), 0))
         ptr = self.alloc(4096)
         with self.assertRaises(ValueError):
             cudacache.record_stream(ptr, 2**64)

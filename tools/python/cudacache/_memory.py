@@ -3,6 +3,7 @@
 import collections
 import ctypes
 import json
+import operator
 import sys
 import threading
 import types
@@ -211,10 +212,19 @@ def remove_retry_hook(hook):
         del _hooks[handle]
 
 
+def _integer(value, expected):
+    """An int from anything that is one (numpy integers too), never from a bool or a float."""
+    if isinstance(value, bool):
+        raise TypeError(f"{expected}, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{expected}, got {value!r}") from None
+
+
 def _bytes(value, what):
     """An int byte count the C API takes as is: ctypes masks a larger one (2**64 became 0)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an int, got {value!r}")
+    value = _integer(value, f"{what} must be an int")
     if value < 0 or value >= 2**63:
         raise ValueError(f"{what} must be between 0 and 2**63 - 1, got {value}")
     return value
@@ -224,8 +234,7 @@ def _stream_handle(stream):
     """A cudaStream_t as an int (0: the default stream); larger than a pointer is an error."""
     if stream is None:
         return 0
-    if isinstance(stream, bool) or not isinstance(stream, int):
-        raise TypeError(f"stream must be a cudaStream_t as an int, got {stream!r}")
+    stream = _integer(stream, "stream must be a cudaStream_t as an int")
     if stream < 0 or stream >= 2**64:
         raise ValueError(f"stream must be a cudaStream_t as an int, got {stream}")
     return stream
