@@ -95,7 +95,7 @@ class GrowthDetector {
 GrowthReport make_growth_report(int device, const GrowthReport& rise,
                                 std::vector<StackTally> tallies);
 
-// The report as JSON: {"device", "growing", "step", "rising_steps", "allocated_at_boundaries",
+// The report as JSON: {"device", "growing", "step", "allocated_at_boundaries",
 // "sites": [{"bytes", "blocks", "steps", "frames": [{name, filename, line}]}]}.
 std::string growth_report_json(const GrowthReport& report);
 // The warning printed once when growth is found: the rise and one line per site (its first
