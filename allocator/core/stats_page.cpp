@@ -27,8 +27,15 @@ static_assert(Word::is_always_lock_free, "the page is shared between processes")
 // A seqlock read of one slot: a few nanoseconds between the two loads of the sequence, so that
 // even an allocator publishing in a tight loop is caught between two writes.
 constexpr int kReadAttempts = 100000;
+// Reads whose sequence was even and unchanged around the values, yet whose check did not match,
+// before the slot is called corrupt. One proves it already (no write was in progress); the
+// second read is cheap insurance, and spares the 100,000 attempts a busy slot gets.
+constexpr int kMismatchesForCorrupt = 2;
 
-bool read_slot(std::uint64_t* words, DeviceValues* out) {
+enum class SlotRead { kWhole, kBusy, kCorrupt };
+
+SlotRead read_slot(std::uint64_t* words, DeviceValues* out) {
+  int mismatches = 0;
   for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
     const std::uint64_t before = Word(words[1]).load(std::memory_order_acquire);
     if (before % 2 != 0) continue;
@@ -38,12 +45,11 @@ bool read_slot(std::uint64_t* words, DeviceValues* out) {
       out->values[i] = Word(words[kSlotHeaderWords + i]).load(std::memory_order_acquire);
     }
     const std::uint64_t check = Word(words[2]).load(std::memory_order_acquire);
-    if (Word(words[1]).load(std::memory_order_relaxed) == before &&
-        check == slot_check(before, out->values)) {
-      return true;
-    }
+    if (Word(words[1]).load(std::memory_order_relaxed) != before) continue;
+    if (check == slot_check(before, out->values)) return SlotRead::kWhole;
+    if (++mismatches == kMismatchesForCorrupt) return SlotRead::kCorrupt;
   }
-  return false;
+  return SlotRead::kBusy;
 }
 
 // A file truncated under the reader's mapping raises SIGBUS on the next access: the reader
@@ -84,10 +90,10 @@ void read_slots(std::uint64_t* slots, std::uint32_t device_count, PageContents* 
     if (Word(words[0]).load(std::memory_order_acquire) == 0) continue;  // unclaimed
     DeviceValues values;
     values.device = static_cast<int>(device);
-    if (read_slot(words, &values)) {
-      contents->devices.push_back(values);
-    } else {
-      ++contents->busy_slots;
+    switch (read_slot(words, &values)) {
+      case SlotRead::kWhole: contents->devices.push_back(values); break;
+      case SlotRead::kBusy: ++contents->busy_slots; break;
+      case SlotRead::kCorrupt: ++contents->corrupt_slots; break;
     }
   }
 }
@@ -204,10 +210,20 @@ std::optional<Header> read_header(int fd, std::string* why) {
     *why = "not a cudacache stats page (wrong magic number)";
     return std::nullopt;
   }
-  if (header.version != kVersion || header.header_bytes != sizeof(Header) ||
-      header.slot_words != kSlotWords) {
+  // The version first: another version may lay out its header differently.
+  if (header.version != kVersion) {
     *why = "stats page version " + std::to_string(header.version) + " (this reader knows " +
            std::to_string(kVersion) + ")";
+    return std::nullopt;
+  }
+  if (header.header_bytes != sizeof(Header)) {
+    *why = "a header of " + std::to_string(header.header_bytes) + " bytes, where version " +
+           std::to_string(kVersion) + " has " + std::to_string(sizeof(Header));
+    return std::nullopt;
+  }
+  if (header.slot_words != kSlotWords) {
+    *why = "slots of " + std::to_string(header.slot_words) + " words, where version " +
+           std::to_string(kVersion) + " has " + std::to_string(kSlotWords);
     return std::nullopt;
   }
   if (header.device_count > kMaxDevices ||

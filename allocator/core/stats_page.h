@@ -41,7 +41,7 @@ enum Field : std::size_t {
   kPeakReservedBytes,
   kLargestFreeBlockBytes,  // the largest free cached block, any stream and pool
   kAllocations,            // live allocations
-  kSegments,               // segments (cudaMalloc) or mapped ranges (pages)
+  kSegments,               // segment.all.current: cudaMalloc segments; 0 under the VMM policies
   kOoms,                   // num_ooms
   kAllocRetries,           // num_alloc_retries
   kDeviceAllocs,           // num_device_alloc: cudaMalloc, or a map of pages
@@ -106,6 +106,7 @@ struct PageContents {
   std::string command;
   std::vector<DeviceValues> devices;  // claimed slots only
   int busy_slots = 0;                 // slots whose writer kept changing them through every attempt
+  int corrupt_slots = 0;  // slots whose check does not match their values, with no write going on
 };
 
 // The directory of stats pages: $CUDACACHE_STATS_DIR, else /dev/shm.
@@ -113,7 +114,7 @@ std::string stats_directory();
 // Whether `name` is a stats page's file name (cudacache-<digits>-<digits>).
 bool is_page_name(const std::string& name);
 // The header of a page, or std::nullopt with *why saying what is wrong (too short, not a stats
-// page, another version, a size that does not match its device count).
+// page, another version, header size or slot width, a size that does not match its device count).
 std::optional<Header> read_header(int fd, std::string* why);
 // The header and every claimed slot of a page (read_header's refusals, or truncated meanwhile).
 std::optional<PageContents> read_page(int fd, std::string* why);

@@ -170,6 +170,25 @@ TEST(StatsPage, BadFilesAreRefusedWithTheReason) {
     EXPECT_FALSE(page.read(&why));
     EXPECT_NE(why.find("version 99"), std::string::npos) << why;
   }
+  // Of the same version, a header or slots of another size name the field that differs.
+  {
+    ScratchPage page(1);
+    reinterpret_cast<stats_page::Header*>(page.mapping)->header_bytes += 8;
+    EXPECT_FALSE(page.read(&why));
+    EXPECT_NE(why.find("a header of " + std::to_string(sizeof(stats_page::Header) + 8) +
+                       " bytes, where version 2 has " + std::to_string(sizeof(stats_page::Header))),
+              std::string::npos)
+        << why;
+  }
+  {
+    ScratchPage page(1);
+    reinterpret_cast<stats_page::Header*>(page.mapping)->slot_words = 99;
+    EXPECT_FALSE(page.read(&why));
+    EXPECT_NE(why.find("slots of 99 words, where version 2 has " +
+                       std::to_string(stats_page::kSlotWords)),
+              std::string::npos)
+        << why;
+  }
   {
     ScratchPage page(1);
     reinterpret_cast<stats_page::Header*>(page.mapping)->device_count = 3;
@@ -244,7 +263,9 @@ TEST(StatsPage, SlotZeroedFromAnyByteIsNeverReportedAsAWrite) {
       }
     }
     EXPECT_EQ(reported, !changed);
-    EXPECT_EQ(contents->busy_slots, changed && cut > 0 ? 1 : 0);  // byte 0 holds claimed's 1
+    // Zeros change no write in progress (the sequence stays even): corrupt, never busy.
+    EXPECT_EQ(contents->corrupt_slots, changed && cut > 0 ? 1 : 0);  // byte 0 holds claimed's 1
+    EXPECT_EQ(contents->busy_slots, 0);
     (reported ? whole_reads : refused_reads) += 1;
     // The next cut starts from a whole slot again.
     std::atomic_ref<std::uint64_t>(page.slot(2)[0]).store(0);
@@ -256,6 +277,23 @@ TEST(StatsPage, SlotZeroedFromAnyByteIsNeverReportedAsAWrite) {
   // Both outcomes were seen: the zeros after field 2 are whole, a cut in the check is refused.
   EXPECT_GT(whole_reads, 0);
   EXPECT_GT(refused_reads, 0);
+}
+
+// A slot whose check does not match its values while no write is going on (its sequence even
+// and steady) is corrupt: said so, and not retried as if its writer were busy. A slot left
+// odd by its writer is busy. Neither is reported as values.
+TEST(StatsPage, CorruptAndBusySlotsAreToldApart) {
+  ScratchPage page(3);
+  ASSERT_NO_FATAL_FAILURE(publish_every_slot(page));
+  page.slot(0)[2] ^= std::uint64_t{1} << 40;            // device 0's check
+  page.slot(1)[stats_page::kSlotHeaderWords + 1] += 1;  // device 1's second value
+  page.slot(2)[1] += 1;  // device 2's sequence, odd: a write never ended
+  std::string why;
+  const auto contents = page.read(&why);
+  ASSERT_TRUE(contents) << why;
+  EXPECT_TRUE(contents->devices.empty());
+  EXPECT_EQ(contents->corrupt_slots, 2);
+  EXPECT_EQ(contents->busy_slots, 1);
 }
 
 // The same truncation raced from another thread at every moment the scheduler picks: each

@@ -307,7 +307,16 @@ class TopTest(unittest.TestCase):
         # Each scrape reads the pages again: the holder's exit shows at the next one.
         self.finish(holder)
         with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
-            self.assertNotIn(f'pid="{holder.pid}"', response.read().decode())
+            body = response.read().decode()
+            self.assertNotIn(f'pid="{holder.pid}"', body)
+            self.assertIn("\ncudacache_top_directory_readable 1\n", body)
+        # The directory gone while serving: still an answer, which says so.
+        os.rename(self.dir, self.dir + "-away")
+        try:
+            with urllib.request.urlopen(base + "/metrics", timeout=10) as response:
+                self.assertIn("\ncudacache_top_directory_readable 0\n", response.read().decode())
+        finally:
+            os.rename(self.dir + "-away", self.dir)
         with self.assertRaises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(base + "/nothing-here", timeout=10)
         self.assertEqual(missing.exception.code, 404)
@@ -332,26 +341,46 @@ class TopTest(unittest.TestCase):
 
     def test_two_pages_of_one_process_are_told_apart(self):
         """The preload beside libcudacache.so makes a second page, cudacache-<pid>-1: its rows
-        and series carry the page number. Stood in for by a copy of a live page that this test
-        holds, as a process holds its own."""
+        and series carry the page number. Stood in for by copies of a live page that this test
+        holds, as a process holds its own: -1, -4294967296 (2^32, which a 32-bit page number
+        would have read as 0, page 0's series again) and -2, whose slot is corrupt."""
+        import contextlib
         import fcntl
         holder = self.start_api(threads=1, mib=3, devices="0")
         self.wait_for_allocated({(holder.pid, 0): 2 * MiB})
-        second = os.path.join(self.dir, f"cudacache-{holder.pid}-1")
-        shutil.copyfile(os.path.join(self.dir, f"cudacache-{holder.pid}-0"), second)
-        with open(second, "rb") as held:
-            fcntl.flock(held, fcntl.LOCK_SH)
+        own = os.path.join(self.dir, f"cudacache-{holder.pid}-0")
+        copies = [os.path.join(self.dir, f"cudacache-{holder.pid}-{n}")
+                  for n in (1, 1 << 32, 2)]
+        for copy in copies:
+            shutil.copyfile(own, copy)
+        header_bytes = 296  # stats_page::Header: 8 + 4 * 4 + 8 + 8 + 256
+        with open(copies[2], "r+b") as f:  # device 0's check word: claimed, sequence, check
+            f.seek(header_bytes + 2 * 8)
+            check = bytearray(f.read(8))
+            check[3] ^= 0x40
+            f.seek(header_bytes + 2 * 8)
+            f.write(check)
+        with contextlib.ExitStack() as stack:
+            for copy in copies:
+                fcntl.flock(stack.enter_context(open(copy, "rb")), fcntl.LOCK_SH)
             data = self.top_json()
             pages = sorted(row["page"] for row in data["rows"] if row["pid"] == holder.pid)
-            self.assertEqual(pages, [0, 1], data)
+            self.assertEqual(pages, [0, 1, 1 << 32], data)
+            self.assertIn(f"cudacache-{holder.pid}-2: 1 device(s) corrupt (values that do not "
+                          "match their check word), left out", data["notes"])
+            self.assertFalse(any("too fast" in note for note in data["notes"]), data["notes"])
             text = self.top("--prometheus").stdout
             series = [line.rsplit(" ", 1)[0] for line in text.splitlines()
                       if line.startswith("cudacache_allocated_bytes{")]
-            self.assertEqual(len(series), 2)
-            self.assertEqual(len(set(series)), 2, series)
+            self.assertEqual(len(series), 3)
+            self.assertEqual(len(set(series)), 3, series)
             self.assertIn(f'pid="{holder.pid}",device="0",page="1",', text)
-        # Let go: the copy is abandoned now, and removed.
-        self.assertIn(f"removed cudacache-{holder.pid}-1", " ".join(self.top_json()["notes"]))
+            self.assertIn(f'pid="{holder.pid}",device="0",page="4294967296",', text)
+            self.assertIn("\ncudacache_top_directory_readable 1\n", text)
+        # Let go: the copies are abandoned now, and removed.
+        notes = " ".join(self.top_json()["notes"])
+        for copy in copies:
+            self.assertIn(f"removed {os.path.basename(copy)}", notes)
         self.finish(holder)
 
     def test_live_view_sorts_by_the_key_pressed_and_quits_on_q(self):
@@ -422,10 +451,17 @@ class TopTest(unittest.TestCase):
             result = self.top(*arguments, check=False)
             self.assertNotEqual(result.returncode, 0, arguments)
             self.assertIn(message, result.stderr, arguments)
-        missing = subprocess.run([TOP, "--dir", os.path.join(self.dir, "none"), "--json"],
-                                 capture_output=True, text=True, env=self.env, timeout=60)
-        self.assertEqual(missing.returncode, 0, missing.stderr)
-        self.assertIn("cannot open", json.loads(missing.stdout)["notes"][0])
+        # A --dir that cannot be read is an error in every mode, the live view and the
+        # server included, not an empty machine.
+        missing = os.path.join(self.dir, "none")
+        for mode in (["--json"], ["--once"], ["--prometheus"], ["--listen", "127.0.0.1:0"],
+                     ["--iterations", "1"]):
+            result = subprocess.run([TOP, "--dir", missing, *mode], capture_output=True,
+                                    text=True, env=self.env, timeout=60)
+            self.assertEqual(result.returncode, 1, (mode, result.stderr))
+            self.assertIn(f"cannot open the stats page directory {missing}: No such file",
+                          result.stderr, mode)
+            self.assertEqual(result.stdout, "", mode)
 
 
 if __name__ == "__main__":

@@ -174,7 +174,9 @@ constexpr Counter kCounters[] = {
     {"largest_free_block_bytes", "cudacache_largest_free_block_bytes", "gauge",
      "The largest free cached block.", &Row::largest_free},
     {"allocations", "cudacache_allocations", "gauge", "Live allocations.", &Row::allocations},
-    {"segments", "cudacache_segments", "gauge", "Segments, or mapped ranges of pages.",
+    {"segments", "cudacache_segments", "gauge",
+     "cudaMalloc segments (segment.all.current); 0 under the VMM policies, as in PyTorch's "
+     "expandable segments: their pages count in reserved bytes.",
      &Row::segments},
     {"ooms", "cudacache_ooms_total", "counter", "Allocations that ended in an out-of-memory error.",
      &Row::ooms},
@@ -200,7 +202,7 @@ std::string json(const Scan& scan) {
   for (const Row& row : scan.rows) {
     out.begin_object();
     out.field("pid", std::int64_t{row.pid});
-    out.field("page", std::int64_t{row.page});
+    out.field("page", row.page);
     out.field("command", row.command);
     out.field("device", std::int64_t{row.device});
     for (const Counter& counter : kCounters) out.field(counter.key, row.*counter.member);
@@ -240,6 +242,10 @@ std::string prometheus(const Scan& scan) {
   out +=
       family("cudacache_top_pages_skipped", "gauge", "Stats pages cudacache-top could not read.");
   out += "cudacache_top_pages_skipped " + std::to_string(scan.skipped) + "\n";
+  out += family("cudacache_top_directory_readable", "gauge",
+                "1 when cudacache-top could read the directory of stats pages, 0 when not.");
+  out += "cudacache_top_directory_readable " +
+         std::string(scan.directory_error.empty() ? "1" : "0") + "\n";
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +120,16 @@ int main(int argc, char** argv) {
   if (!output.empty() && !(once || as_json || as_prometheus)) {
     std::fprintf(stderr, "cudacache-top: --output goes with --once, --json or --prometheus\n");
     return 2;
+  }
+  // A directory that cannot be read is an error at the start, whatever the mode: a typo in
+  // --dir would otherwise look like a machine where nothing runs. (Lost later, it is a note
+  // and, for Prometheus, cudacache_top_directory_readable 0.)
+  if (DIR* dir = ::opendir(directory.c_str()); dir != nullptr) {
+    ::closedir(dir);
+  } else {
+    std::fprintf(stderr, "cudacache-top: cannot open the stats page directory %s: %s\n",
+                 directory.c_str(), std::strerror(errno));
+    return 1;
   }
   const bool remove_abandoned = !keep_abandoned;
   if (!listen.empty()) {

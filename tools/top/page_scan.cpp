@@ -45,8 +45,9 @@ long pid_of_name(const std::string& name) {
 }
 
 // The n in cudacache-<pid>-<n>: 0, or more for a second copy of the allocator in one process.
-int page_number_of_name(const std::string& name) {
-  return static_cast<int>(std::strtol(name.c_str() + name.rfind('-') + 1, nullptr, 10));
+// is_page_name allows 19 digits, which an unsigned 64-bit number always holds.
+std::uint64_t page_number_of_name(const std::string& name) {
+  return std::strtoull(name.c_str() + name.rfind('-') + 1, nullptr, 10);
 }
 
 }  // namespace
@@ -56,7 +57,8 @@ Scan scan_pages(const std::string& directory, bool remove_abandoned) {
   scan.directory = directory;
   DIR* dir = ::opendir(directory.c_str());
   if (dir == nullptr) {
-    scan.notes.push_back("cannot open " + directory + ": " + std::strerror(errno));
+    scan.directory_error = std::strerror(errno);
+    scan.notes.push_back("cannot open " + directory + ": " + scan.directory_error);
     return scan;
   }
   std::vector<std::string> names;
@@ -90,20 +92,23 @@ Scan scan_pages(const std::string& directory, bool remove_abandoned) {
       ::close(fd);
       continue;
     }
+    // The header alone first: an abandoned page is dealt with before its slots are read.
     std::string why;
-    const auto page = stats_page::read_page(fd, &why);
-    if (!page) {
+    const auto header = stats_page::read_header(fd, &why);
+    if (!header) {
       skip(why);
       ::close(fd);
       continue;
     }
-    if (page->pid != pid_of_name(name)) {
-      skip("its header names pid " + std::to_string(page->pid));
+    if (header->pid != pid_of_name(name)) {
+      skip("its header names pid " + std::to_string(header->pid));
       ::close(fd);
       continue;
     }
     if (stats_page::is_abandoned(fd)) {
-      const std::string owner = "pid " + std::to_string(page->pid) + ", " + page->command;
+      const std::string owner =
+          "pid " + std::to_string(header->pid) + ", " +
+          stats_page::valid_utf8(header->command, stats_page::kCommandBytes - 1);
       if (remove_abandoned && stats_page::remove_if_abandoned(fd, path)) {
         scan.notes.push_back("removed " + name + ": its process (" + owner + ") has exited");
         ++scan.removed;
@@ -113,11 +118,21 @@ Scan scan_pages(const std::string& directory, bool remove_abandoned) {
       ::close(fd);
       continue;
     }
+    const auto page = stats_page::read_page(fd, &why);
     ::close(fd);
+    if (!page) {
+      skip(why);
+      continue;
+    }
     ++scan.processes;
     if (page->busy_slots > 0) {
       scan.notes.push_back(name + ": " + std::to_string(page->busy_slots) +
                            " device(s) changing too fast to read, left out this time");
+    }
+    if (page->corrupt_slots > 0) {
+      scan.notes.push_back(name + ": " + std::to_string(page->corrupt_slots) +
+                           " device(s) corrupt (values that do not match their check word), "
+                           "left out");
     }
     for (const auto& device : page->devices) {
       scan.rows.push_back(make_row(*page, device));

@@ -12,7 +12,7 @@ struct Row {
   long pid = 0;
   // 0; 1 and up for another copy of the allocator in the same process (the preload beside
   // libcudacache.so), whose rows would otherwise look the same.
-  int page = 0;
+  std::uint64_t page = 0;
   std::string command;  // as the process wrote it: valid UTF-8 (stats_page.h)
   int device = 0;
   std::uint64_t allocated = 0;
@@ -35,7 +35,8 @@ struct Row {
 struct Scan {
   std::string directory;
   std::vector<Row> rows;
-  std::vector<std::string> notes;  // skipped, busy or removed pages, one sentence each
+  std::vector<std::string> notes;  // skipped, busy, corrupt or removed pages, one sentence each
+  std::string directory_error;     // why the directory could not be opened; empty when it was
   int processes = 0;               // pages read
   int skipped = 0;                 // pages skipped (bad, foreign, unreadable)
   int removed = 0;                 // abandoned pages removed
