@@ -119,8 +119,10 @@ class device_allocator {
   T* allocate(std::size_t count) {
     if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
       throw std::bad_array_new_length();
-    return static_cast<T*>(memory_resource(device_).allocate_async(
-        count * sizeof(T), alignof(T) < kBlockAlignment ? alignof(T) : kBlockAlignment, stream_));
+    // alignof(T) itself: a type aligned beyond every block's 512 bytes is refused (Error), not
+    // given memory that breaks its alignment.
+    return static_cast<T*>(
+        memory_resource(device_).allocate_async(count * sizeof(T), alignof(T), stream_));
   }
   void deallocate(T* ptr, std::size_t /*count*/) noexcept { cudacache_deallocate(ptr); }
 

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <limits>
 #include <new>
+#include <string>
 
 namespace cudacache {
 
@@ -38,6 +39,12 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
   pointer allocate(size_type count) {
     if (count > std::numeric_limits<size_type>::max() / sizeof(T))
       throw std::bad_array_new_length();
+    // Every block is aligned to 512 bytes: a type aligned beyond that is refused, not given
+    // memory that breaks its alignment (memory_resource.hpp's check, as device_allocator).
+    if constexpr (alignof(T) > 512) {
+      throw Error(CUDACACHE_INVALID_ARGUMENT, "cudacache: alignment " + std::to_string(alignof(T)) +
+                                                  " is not a power of two up to 512");
+    }
     void* memory = device_ == -1 ? cudacache::allocate(count * sizeof(T), stream_)
                                  : cudacache::allocate(count * sizeof(T), device_, stream_);
     return pointer(static_cast<T*>(memory));

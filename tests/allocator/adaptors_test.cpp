@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 static_assert(__cplusplus == 201703L, "the adaptors header is C++17");
@@ -113,6 +114,37 @@ TEST_F(Adaptors, DeviceAllocatorThroughAllocatorTraits) {
   EXPECT_EQ(allocated_now(), 0);
   EXPECT_THROW(static_cast<void>(Traits::allocate(allocator, SIZE_MAX / 4)),
                std::bad_array_new_length);
+}
+
+// A type aligned to 512 bytes gets a block (every block is aligned so); one aligned beyond is
+// refused by name, as memory_resource refuses that alignment, instead of being given a block
+// that breaks it (the allocator asked for 512 and got any 512-aligned block).
+TEST_F(Adaptors, DeviceAllocatorRefusesTypesAlignedBeyondABlock) {
+  struct alignas(512) Aligned512 {
+    char bytes[512];
+  };
+  struct alignas(1024) Aligned1024 {
+    char bytes[1024];
+  };
+  cudacache::device_allocator<Aligned512> fits;
+  // A first block of 512 bytes, so that the next one starts 512 bytes into a segment.
+  Aligned512* first = fits.allocate(1);
+  Aligned512* second = fits.allocate(1);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(second) % 512, 0u);
+  cudacache::device_allocator<Aligned1024> beyond;
+  try {
+    static_cast<void>(beyond.allocate(1));
+    FAIL() << "an alignment of 1024 was accepted";
+  } catch (const cudacache::Error& error) {
+    EXPECT_EQ(error.status(), CUDACACHE_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(error.what()).find("alignment 1024 is not a power of two up to 512"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(allocated_now(), 1024);  // nothing more was allocated
+  fits.deallocate(second, 1);
+  fits.deallocate(first, 1);
+  EXPECT_EQ(allocated_now(), 0);
 }
 
 }  // namespace
