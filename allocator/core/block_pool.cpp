@@ -86,11 +86,50 @@ Block* BlockPool::new_block() {
   return block;
 }
 
-void BlockPool::recycle(Block* block) { spare_.push_back(block); }
+void BlockPool::recycle(Block* block) {
+  if (spare_.size() == spare_.capacity()) {  // growing the spares could throw
+    delete block;
+    return;
+  }
+  spare_.push_back(block);
+}
+
+void BlockPool::reserve_host_memory() {
+  // The common case, every call of a steady program: all there already.
+  if (spare_.size() >= kSpareBlocks && spare_.capacity() >= spare_.size() + kSpareBlocks &&
+      spare_unmapped_nodes_.size() >= kSpareUnmappedNodes) {
+    free_.reserve_host_memory();
+    return;
+  }
+  if (spare_.capacity() < spare_.size() + 2 * kSpareBlocks) {
+    spare_.reserve(spare_.size() + 4 * kSpareBlocks);
+  }
+  while (spare_.size() < kSpareBlocks) spare_.push_back(new Block);  // capacity reserved above
+  spare_unmapped_nodes_.reserve(2 * kSpareUnmappedNodes);
+  while (spare_unmapped_nodes_.size() < kSpareUnmappedNodes) {
+    // A node of the unmapped index's own type, made in a scratch index: its only element needs
+    // no comparison, so a null Block* is fine.
+    UnmappedIndex scratch;
+    scratch.insert(nullptr);
+    spare_unmapped_nodes_.push_back(scratch.extract(scratch.begin()));  // capacity reserved
+  }
+  free_.reserve_host_memory();
+}
+
+void BlockPool::insert_unmapped(Block* block) {
+  if (spare_unmapped_nodes_.empty()) {
+    unmapped_.insert(block);
+    return;
+  }
+  UnmappedIndex::node_type node = std::move(spare_unmapped_nodes_.back());
+  spare_unmapped_nodes_.pop_back();
+  node.value() = block;
+  unmapped_.insert(std::move(node));
+}
 
 void BlockPool::insert(Block* block) {
   if (!block->mapped) {
-    unmapped_.insert(block);
+    insert_unmapped(block);
     return;
   }
   if (block->long_lived_hole) ++long_lived_holes_;
@@ -99,7 +138,13 @@ void BlockPool::insert(Block* block) {
 
 void BlockPool::erase(Block* block) {
   if (!block->mapped) {
-    unmapped_.erase(block);
+    const auto at = unmapped_.find(block);
+    if (at == unmapped_.end()) return;
+    UnmappedIndex::node_type node = unmapped_.extract(at);
+    // Kept for the next insertion while there is room (pushing must not allocate).
+    if (spare_unmapped_nodes_.size() < spare_unmapped_nodes_.capacity()) {
+      spare_unmapped_nodes_.push_back(std::move(node));
+    }
     return;
   }
   if (free_.erase(block) && block->long_lived_hole) --long_lived_holes_;
@@ -108,7 +153,7 @@ void BlockPool::erase(Block* block) {
 void BlockPool::replace_unmapped(Block* block, Block* with) {
   auto at = unmapped_.find(block);
   if (at == unmapped_.end()) {
-    unmapped_.insert(with);
+    insert_unmapped(with);
     return;
   }
   const auto hint = std::next(at);

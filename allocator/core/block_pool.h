@@ -122,9 +122,14 @@ class BlockPool {
   std::size_t largest_free_block() const;
 
   // Block objects are recycled, so that split and merge on the cache-hit path do not
-  // allocate host memory. new_block() returns a default-initialised Block.
+  // allocate host memory. new_block() returns a default-initialised Block. recycle() never
+  // throws (a block with no room left among the spares is deleted).
   Block* new_block();
   void recycle(Block* block);
+  // Note [Host memory runs out] (device_allocator.h): allocates, now, what the next few splits,
+  // merges and insertions would (spare blocks, room to recycle them, index nodes), so that
+  // those make no host allocation. Throws std::bad_alloc before any change.
+  void reserve_host_memory();
 
  private:
   using UnmappedIndex = std::set<Block*, UnmappedOrder>;
@@ -143,6 +148,8 @@ class BlockPool {
                                    std::size_t size, std::size_t max_split_size, FitRule rule,
                                    Lifetime lifetime) const;
 
+  // Into the unmapped index, in a spare node when there is one.
+  void insert_unmapped(Block* block);
   // The key that sorts before every unmapped stretch of `stream`.
   static Block unmapped_key(cudaStream_t stream) {
     Block key;  // address 0 sorts before every real block
@@ -150,9 +157,16 @@ class BlockPool {
     return key;
   }
 
+  // What reserve_host_memory() keeps ready: enough for one call's splits and merges (a growth
+  // splits a range's stretch around its pages; moves and teardowns that need more fall back to
+  // allocating, as before).
+  static constexpr std::size_t kSpareBlocks = 8;
+  static constexpr std::size_t kSpareUnmappedNodes = 4;
+
   PoolKind kind_;
   FreeIndex free_;
   UnmappedIndex unmapped_;
+  std::vector<UnmappedIndex::node_type> spare_unmapped_nodes_;
   std::vector<Block*> spare_;
   std::uint64_t search_count_ = 0;
   // Free (mapped) blocks that are long-lived holes: a block's mark does not change while it is

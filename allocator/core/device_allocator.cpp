@@ -163,6 +163,7 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
       capture == StackKind::kNone ? 0 : capture_stack(capture, __builtin_return_address(0));
   MutexLock lock(mutex_);
   validate_stream(stream);
+  reserve_host_memory();
   if (events_.pending() != 0) process_events();
 
   Request request;
@@ -271,9 +272,18 @@ void DeviceAllocator::release_cached_blocks(bool keep_pages) {
     release_free_segments();
     return;
   }
+  // The pages kept are unmapped and in no index: a std::bad_alloc on the way gives them back to
+  // the device (Note [Host memory runs out]); the loop that sorts them allocates nothing.
   std::vector<Page> kept;
-  release_free_pages(keep_pages ? &kept : nullptr);
   std::vector<Page> released;
+  try {
+    release_free_pages(keep_pages ? &kept : nullptr);
+    released.reserve(kept.size());
+    moved_pages_.reserve(moved_pages_.size() + kept.size());
+  } catch (...) {
+    release_pages(*backend_, kept);
+    throw;
+  }
   for (const Page& page : kept) {
     (page.size <= kSmallPage || page.exclusive ? moved_pages_ : released).push_back(page);
   }
@@ -349,6 +359,7 @@ bool DeviceAllocator::deallocate_if_owned(void* ptr) {
   MutexLock lock(mutex_);
   const auto it = allocated_.find(ptr);
   if (it == allocated_.end()) return false;
+  reserve_host_memory();
   release_allocation(take_allocated(it));
   return true;
 }
@@ -369,7 +380,24 @@ void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> r
                              " bytes, but it was allocated with " +
                              std::to_string(block->requested_size) + " bytes");
   }
+  reserve_host_memory();
   release_allocation(take_allocated(it));
+}
+
+void DeviceAllocator::reserve_host_memory() {
+  small_pool_.reserve_host_memory();
+  large_pool_.reserve_host_memory();
+  if (spare_allocated_node_.empty()) {
+    // A node of allocated_'s own type, made in a scratch map (nullptr is never a block's key).
+    std::unordered_map<void*, Block*> scratch;
+    scratch.emplace(nullptr, nullptr);
+    spare_allocated_node_ = scratch.extract(scratch.begin());
+  }
+  // Buckets for one more: the next insertion does not rehash.
+  if (static_cast<float>(allocated_.size() + 1) >
+      static_cast<float>(allocated_.bucket_count()) * allocated_.max_load_factor()) {
+    allocated_.reserve(allocated_.size() + 1);
+  }
 }
 
 Block* DeviceAllocator::take_allocated(std::unordered_map<void*, Block*>::iterator it) {
@@ -404,7 +432,12 @@ void DeviceAllocator::release_allocation(Block* block) {
     free_block(block);
     return;
   }
-  const cudaError_t error = events_.record(device_, block);
+  cudaError_t error = cudaSuccess;
+  try {
+    error = events_.record(device_, block);
+  } catch (const std::bad_alloc&) {  // the block is in no map and no pool: not to be lost
+    error = cudaErrorMemoryAllocation;
+  }
   if (error != cudaSuccess) {
     // Without events the only safe fallback is to wait for all work on the device.
     logger().error("device {}: recording stream events failed ({}); synchronizing the device",
@@ -474,6 +507,7 @@ bool DeviceAllocator::record_stream_if_owned(void* ptr, cudaStream_t stream) {
 
 void DeviceAllocator::empty_cache() {
   MutexLock lock(mutex_);
+  reserve_host_memory();
   const std::size_t reserved_before = reserved_total_;
   release_cached_blocks();
   record_event(HistoryAction::kEmptyCache, 0, reserved_before - reserved_total_, 0, 0, nullptr);

@@ -198,6 +198,9 @@ class DeviceAllocator {
   // false when the device could not give all); false when nothing was mapped ...
   bool map_gathered_pages(Block* block, std::size_t size, AddressRange* mapped, bool* complete)
       CUDACACHE_REQUIRES(mutex_);
+  // (map_gathered_pages' work; it gives the gathered pages back when this throws.)
+  bool gather_and_map_pages(Block* block, std::size_t size, AddressRange* mapped, bool* complete)
+      CUDACACHE_REQUIRES(mutex_);
   // ... taking `need` bytes of pages (together no larger than `limit`), from moved_pages_
   // first (a page of one block only where it ends within `whole`, the bytes before the granule
   // that holds the block's end), created as pages of `page_size` for the rest (moved pages left
@@ -312,6 +315,13 @@ class DeviceAllocator {
   void add_segment_snapshots(const Segment& segment, MemorySnapshot& snapshot) const
       CUDACACHE_REQUIRES(mutex_);
   void process_events() CUDACACHE_REQUIRES(mutex_);
+  // Note [Host memory runs out]: host memory runs out as std::bad_alloc from any operator new
+  // the allocator makes. The calls that take blocks out of the pools and put them back
+  // (allocate, deallocate, empty_cache) first allocate what their splits, merges and index
+  // insertions will need (spare blocks and nodes, BlockPool::reserve_host_memory), so that a
+  // bad_alloc comes before any change, and the growths undo their device calls when their
+  // bookkeeping throws: the call fails with bad_alloc, and no block or device memory is lost.
+  void reserve_host_memory() CUDACACHE_REQUIRES(mutex_);
   void* finish_allocation(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_allocation(Block* block) CUDACACHE_REQUIRES(mutex_);
   void free_block(Block* block) CUDACACHE_REQUIRES(mutex_);

@@ -7,8 +7,12 @@ namespace cudacache {
 
 void FreeIndex::insert_splitting(std::size_t at, Block* block) {
   // The full leaf's upper half moves to a new leaf after it; the block goes into either half.
+  // What this allocates comes first, before any block moves: a failure changes nothing. With
+  // reserve_host_memory() called, nothing does.
+  if (leaves_.capacity() == leaves_.size()) leaves_.reserve(2 * leaves_.size());
+  auto upper = spare_leaf_ != nullptr ? std::move(spare_leaf_) : std::make_unique<Leaf>();
+  *upper = Leaf{};
   Leaf& lower = *leaves_[at];
-  auto upper = std::make_unique<Leaf>();
   const std::size_t kept = lower.count / 2;
   std::copy(lower.blocks + kept, lower.blocks + lower.count + 1, upper->blocks);  // with the null
   upper->count = lower.count - kept;
@@ -33,6 +37,7 @@ void FreeIndex::shrunk(std::size_t index) {
     Leaf& leaf = *leaves_[gone];
     if (leaf.previous != nullptr) leaf.previous->next = leaf.next;
     if (leaf.next != nullptr) leaf.next->previous = leaf.previous;
+    if (spare_leaf_ == nullptr) spare_leaf_ = std::move(leaves_[gone]);  // the next split's
     leaves_.erase(leaves_.begin() + static_cast<std::ptrdiff_t>(gone));
     last_ = leaves_.back().get();
   };

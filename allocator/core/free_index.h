@@ -165,6 +165,13 @@ class FreeIndex {
     erase(found);
     return true;
   }
+  // Makes sure that the next insertion allocates nothing: a spare leaf for a split, and room
+  // for it among the leaves (Note [Host memory runs out] in device_allocator.h).
+  void reserve_host_memory() {
+    if (spare_leaf_ != nullptr && leaves_.capacity() > leaves_.size()) return;
+    if (spare_leaf_ == nullptr) spare_leaf_ = std::make_unique<Leaf>();
+    leaves_.reserve(leaves_.size() + 1);
+  }
   // Removes the block at `at` (not end()).
   void erase(Iterator at) {
     Leaf& leaf = *leaf_of(at.at_);
@@ -211,6 +218,7 @@ class FreeIndex {
 
   std::vector<std::unique_ptr<Leaf>> leaves_;  // in order; at least one; none empty but a sole one
   Leaf* last_ = nullptr;                       // leaves_.back(): where end() is
+  std::unique_ptr<Leaf> spare_leaf_;           // reserve_host_memory()'s, for the next split
   std::size_t size_ = 0;
 };
 

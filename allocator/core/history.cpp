@@ -1,5 +1,7 @@
 #include "history.h"
 
+#include <new>
+
 #include <chrono>
 
 namespace cudacache {
@@ -51,7 +53,13 @@ void AllocationHistory::record(HistoryAction action, std::uintptr_t address, std
       action,     stack,          address, size,
       block_size, requested_size, stream,  (steady_ns() + wall_offset_ns_) / 1000};
   if (ring_.size() < capacity_) {
-    ring_.push_back(entry);
+    // A diagnostic never fails the call it records: without host memory for the ring to grow,
+    // the entry is dropped (counted as such), not thrown.
+    try {
+      ring_.push_back(entry);
+    } catch (const std::bad_alloc&) {
+      ++dropped_;
+    }
     return;
   }
   ring_[next_] = entry;

@@ -290,6 +290,20 @@ bool DeviceAllocator::map_gathered_pages(Block* block, std::size_t size, Address
                                          bool* complete) {
   std::vector<Page>& pages = growth_pages_;  // never re-entered: nothing below maps a block
   pages.clear();
+  // Gathered pages are in no index until mapped: a std::bad_alloc on the way gives them back
+  // to the device (map_pages, which may throw too, leaves none mapped).
+  try {
+    return gather_and_map_pages(block, size, mapped, complete);
+  } catch (...) {
+    release_pages(*backend_, pages);
+    pages.clear();
+    throw;
+  }
+}
+
+bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, AddressRange* mapped,
+                                           bool* complete) {
+  std::vector<Page>& pages = growth_pages_;
   if (!planned_pages_.empty()) {  // a page being cut (Note [Pages of one block])
     *complete = create_planned_pages(&pages);
   } else {

@@ -22,6 +22,7 @@
 #include "log.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace cudacache {
 namespace {
@@ -107,12 +108,16 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
       eighths > (SIZE_MAX - page) / kReservedEighths ? SIZE_MAX - page : eighths * kReservedEighths;
   const std::size_t pages =
       std::max<std::size_t>({1, (reserved + page - 1) / page, (request.size + page - 1) / page});
+  // Host memory before the addresses (Note [Host memory runs out] in device_allocator.h): what
+  // throws after the reservation gives it back (the range's destructor).
+  auto owned_segment = std::make_unique<Segment>();
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
   if (range == nullptr && error == cudaErrorMemoryAllocation) return nullptr;
   if (range == nullptr) report::cuda_error("cuMemAddressReserve", device_, error);
+  segments_.emplace(range->base(), owned_segment.get());  // a throw frees `range` and the segment
 
-  auto* segment = new Segment;
+  Segment* segment = owned_segment.release();
   segment->base = range->base();
   segment->size = range->size();
   segment->stream = request.stream;
@@ -126,7 +131,6 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
   block->segment_order = ++segments_created_;
   block->mapped = false;
   segment->head = block;
-  segments_.emplace(segment->base, segment);
   pool.insert(block);
   logger().trace("device {}: expandable range of {} bytes at {:#x}", device_, segment->size,
                  segment->base);
@@ -135,6 +139,7 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
 
 bool DeviceAllocator::map_block(Block* block, std::size_t size, bool keep_out_of_pool) {
   BlockPool& pool = pool_of(*block);
+  pool.reserve_host_memory();  // before the pages: the splits and merges below allocate nothing
   ExpandableSegment& range = *block->segment->expandable;
   AddressRange mapped;
   bool complete = true;
@@ -172,6 +177,7 @@ Block* DeviceAllocator::unmap_block(Block* block, std::vector<Page>* kept) {
 Block* DeviceAllocator::unmap_block(Block* block, std::uintptr_t address, std::size_t size,
                                     std::vector<Page>* kept, bool stream_synchronized) {
   BlockPool& pool = pool_of(*block);
+  pool.reserve_host_memory();  // before the unmap: the splits and merges below allocate nothing
   AddressRange unmapped;
   const cudaError_t error =
       block->segment->expandable->unmap(address, size, &unmapped, kept, stream_synchronized);

@@ -27,6 +27,7 @@
 #include "size_policy.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace cudacache {
@@ -39,25 +40,35 @@ std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(val
 Block* DeviceAllocator::allocate_segment(Request& request) {
   MemoryStats& stats = stats_.values();
   const std::size_t bytes = segment_size(request.size);
+  // Host memory before the device's (Note [Host memory runs out] in device_allocator.h): a
+  // std::bad_alloc comes before cudaMalloc, or gives its memory back.
+  auto owned_segment = std::make_unique<Segment>();
+  Block* block = request.pool->new_block();
   std::uintptr_t base = 0;
   const cudaError_t error = backend_->allocate(bytes, &base);
-  if (error == cudaErrorMemoryAllocation) return nullptr;
   if (error != cudaSuccess) {
+    request.pool->recycle(block);
+    if (error == cudaErrorMemoryAllocation) return nullptr;
     report::cuda_error("cudaMalloc of " + std::to_string(bytes) + " bytes", device_, error);
   }
-  auto* segment = new Segment;
+  try {
+    segments_.emplace(base, owned_segment.get());
+  } catch (...) {
+    backend_->release(base, bytes);
+    request.pool->recycle(block);
+    throw;
+  }
+  Segment* segment = owned_segment.release();
   segment->base = base;
   segment->size = bytes;
   segment->stream = request.stream;
   segment->pool = request.pool->kind();
-  Block* block = request.pool->new_block();
   block->address = base;
   block->size = bytes;
   block->stream = request.stream;
   block->segment = segment;
   block->segment_order = ++segments_created_;
   segment->head = block;
-  segments_.emplace(base, segment);
 
   reserved_total_ += bytes;
   DeviceStats::increase(stats.segment, segment->pool, 1);

@@ -10,6 +10,7 @@ namespace cudacache {
 
 cudaError_t StreamEvents::record(int device, Block* block) {
   std::vector<std::pair<cudaStream_t, cudaEvent_t>> recorded;
+  recorded.reserve(block->stream_uses.size());  // before any event exists: a throw loses none
   for (cudaStream_t stream : block->stream_uses) {
     cudaEvent_t event = nullptr;
     cudaError_t error = device_api::create_event(device, &event);
@@ -23,11 +24,21 @@ cudaError_t StreamEvents::record(int device, Block* block) {
     }
     recorded.emplace_back(stream, event);
   }
-  for (auto& [stream, event] : recorded) {
-    queues_[stream].emplace_back(event, block);
-    ++block->pending_events;
-    ++pending_;
+  // Into the queues, all or none: a queue that cannot grow throws std::bad_alloc, and what was
+  // queued comes back out (Note [Host memory runs out] in device_allocator.h).
+  std::size_t queued = 0;
+  try {
+    for (auto& [stream, event] : recorded) {
+      queues_[stream].emplace_back(event, block);
+      ++queued;
+    }
+  } catch (...) {
+    while (queued > 0) queues_[recorded[--queued].first].pop_back();
+    for (auto& [unused, event] : recorded) device_api::destroy_event(event);
+    throw;
   }
+  block->pending_events += static_cast<int>(recorded.size());
+  pending_ += recorded.size();
   block->stream_uses.clear();
   return cudaSuccess;
 }

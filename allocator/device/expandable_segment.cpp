@@ -56,8 +56,13 @@ std::unique_ptr<ExpandableSegment> ExpandableSegment::reserve(SegmentBackend& ba
   std::uintptr_t base = 0;
   *error = backend.reserve(page_size * pages, &base);
   if (*error != cudaSuccess) return nullptr;
-  return std::unique_ptr<ExpandableSegment>(
-      new ExpandableSegment(backend, base, page_size, pages, stream));
+  try {
+    return std::unique_ptr<ExpandableSegment>(
+        new ExpandableSegment(backend, base, page_size, pages, stream));
+  } catch (...) {  // std::bad_alloc: the addresses go back
+    backend.unreserve(base, page_size * pages);
+    throw;
+  }
 }
 
 ExpandableSegment::ExpandableSegment(SegmentBackend& backend, std::uintptr_t base,
@@ -108,7 +113,13 @@ cudaError_t ExpandableSegment::map(std::uintptr_t address, std::size_t size, Add
       error != cudaSuccess) {
     return error;
   }
-  const cudaError_t error = map_pages(first, created, mapped);
+  cudaError_t error = cudaSuccess;
+  try {
+    error = map_pages(first, created, mapped);
+  } catch (...) {  // std::bad_alloc, with nothing mapped (map_pages): the pages go back
+    release_pages(backend_, created);
+    throw;
+  }
   if (error != cudaSuccess) release_pages(backend_, created);
   return error;
 }
@@ -139,13 +150,29 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
     undo(pages.size());
     return error;
   }
-  // The new pages are adjacent: one search for where they go, not one per page.
+  // The new pages are adjacent: one search for where they go, not one per page. Without host
+  // memory for the index (std::bad_alloc), what was indexed comes out and every page is
+  // unmapped again: the caller still holds them (Note [Host memory runs out]).
   const auto next = pages_.lower_bound(address);
   at = address;
+  std::size_t indexed = 0;
+  try {
+    for (const Page& page : pages) {
+      pages_.emplace_hint(next, at, page);
+      ++indexed;
+      at += page.size;
+    }
+  } catch (...) {
+    at = address;
+    for (std::size_t i = 0; i < indexed; ++i) {
+      pages_.erase(at);
+      at += pages[i].size;
+    }
+    undo(pages.size());
+    throw;
+  }
   for (const Page& page : pages) {
-    pages_.emplace_hint(next, at, page);
     if (page.exclusive) ++exclusive_pages_;
-    at += page.size;
   }
   *mapped = {address, bytes};
   return cudaSuccess;
@@ -176,6 +203,10 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
     }
   }
   unmapped->address = first->first;
+  // Room for the kept pages before any is unmapped: a page unmapped and not kept would be lost.
+  if (kept != nullptr) {
+    kept->reserve(kept->size() + static_cast<std::size_t>(std::distance(first, last)));
+  }
   auto erase_page = [this](PageIndex::iterator at) {
     if (at->second.exclusive) --exclusive_pages_;
     return pages_.erase(at);

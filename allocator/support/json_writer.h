@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "utf8.h"
+
 namespace cudacache {
 
 class JsonWriter {
@@ -72,20 +74,29 @@ class JsonWriter {
     if (!first_) text_ += ',';
     first_ = false;
   }
+  // Control characters and bytes that are not valid UTF-8 (utf8.h) become \u00XX: the byte read
+  // as Latin-1, so that the document stays valid JSON whatever encoding a name came in.
   void append_string(std::string_view text) {
+    static constexpr char kHex[] = "0123456789abcdef";
     text_ += '"';
-    for (const char c : text) {
+    for (std::size_t i = 0; i < text.size();) {
+      const auto c = static_cast<unsigned char>(text[i]);
       if (c == '"' || c == '\\') {
         text_ += '\\';
-        text_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        static constexpr char kHex[] = "0123456789abcdef";
-        text_ += "\\u00";
-        text_ += kHex[(c >> 4) & 0xf];
-        text_ += kHex[c & 0xf];
-      } else {
-        text_ += c;
+        text_ += static_cast<char>(c);
+        ++i;
+        continue;
       }
+      const std::size_t length = c < 0x20 ? 0 : utf8_sequence_length(text, i);
+      if (length == 0) {
+        text_ += "\\u00";
+        text_ += kHex[c >> 4];
+        text_ += kHex[c & 0xf];
+        ++i;
+        continue;
+      }
+      text_.append(text, i, length);
+      i += length;
     }
     text_ += '"';
   }

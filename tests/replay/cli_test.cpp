@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -150,6 +151,32 @@ TEST_F(Cli, BadValuesAreExitTwo) {
   EXPECT_NE(run_tool("--convert x.pickle").output.find("--convert needs -o"), std::string::npos);
 }
 
+// Tables that cannot be written (a full disk, here /dev/full) fail the run, as --json's and
+// --html's write errors do; they exited 0.
+TEST_F(Cli, TablesThatCannotBeWrittenFailTheRun) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const std::string command = "'" CUDACACHE_REPLAY_EXE "' --allocators nocache '" + csv +
+                              "' >/dev/full 2>'" + path("err.txt") + "'";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_NE(read_file_bytes(path("err.txt")).find("<stdout>: write error"), std::string::npos)
+      << read_file_bytes(path("err.txt"));
+}
+
+// A trace named as the output of --json is refused before anything is written: it used to be
+// emptied first, then reported as an empty file.
+TEST_F(Cli, AnOutputNamedLikeATraceLeavesTheTraceAlone) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache --json " + csv + " " + csv);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("is also a TRACE's input"), std::string::npos) << run.output;
+  EXPECT_EQ(read_file_bytes(csv), kSmallTrace);
+  const ToolRun empty_value = run_tool("--allocators nocache --json= " + csv);
+  EXPECT_EQ(empty_value.exit_code, 2);
+  EXPECT_EQ(read_file_bytes(csv), kSmallTrace);
+}
+
 TEST_F(Cli, MissingFileIsAClearError) {
   const ToolRun run = run_tool("--allocators nocache " + path("absent.csv"));
   EXPECT_EQ(run.exit_code, 2);
@@ -227,6 +254,8 @@ TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
                                        "capacity_bytes",
                                        "oom",
                                        "oom_event_index",
+                                       "oom_message",
+                                       "min_capacity_replays",
                                        "events_replayed",
                                        "seconds",
                                        "simulator_call_seconds",
@@ -236,6 +265,9 @@ TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
     std::set<std::string> keys;
     for (const auto& [key, value] : result.object) keys.insert(key);
     EXPECT_EQ(keys, expected) << result.at("allocator").text;
+    // No out of memory here; --min-capacity searched.
+    EXPECT_EQ(result.at("oom_message").type, Json::Type::kNull) << result.at("allocator").text;
+    EXPECT_GE(result.at("min_capacity_replays").number, 1) << result.at("allocator").text;
   }
 }
 
@@ -580,6 +612,40 @@ TEST_F(Cli, ConvertReadsStdinAndWritesStdout) {
   EXPECT_EQ(run.out,
             "op,id,size,stream\nalloc,0,77,0\nalloc,1,1000,0\nfree,1,1000,0\nalloc,2,300,0\n");
   EXPECT_NE(run.err.find("converted <stdin> -> <stdout>: 4 rows"), std::string::npos) << run.err;
+}
+
+// What a conversion repairs is said on stderr, not only counted: a free of another size than
+// its allocation, an allocation at an address still allocated.
+TEST_F(Cli, ConvertSaysWhatItRepaired) {
+  const std::string snapshot = write(
+      "repaired.pickle",
+      testing::make_snapshot_pickle({{"alloc", 0x1000, 100}, {"free_completed", 0x1000, 200}}, {}));
+  const SplitRun run =
+      run_tool_split("--convert '" + snapshot + "' -o " + path("out.csv"), path("err.txt"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("warning: 1 free(s) of another size than their allocation"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("still allocated"), std::string::npos) << run.err;
+  const std::string clean = write(
+      "clean.pickle",
+      testing::make_snapshot_pickle({{"alloc", 0x1000, 100}, {"free_completed", 0x1000, 100}}, {}));
+  const SplitRun quiet =
+      run_tool_split("--convert '" + clean + "' -o " + path("clean.csv"), path("err2.txt"));
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("warning"), std::string::npos) << quiet.err;
+}
+
+// A trace whose file name is not UTF-8 (Latin-1 here) still gives valid JSON: the byte is
+// escaped as \u00e9, and the name reads "café".
+TEST_F(Cli, JsonOfATraceNamedInAnotherEncodingIsValid) {
+  const std::string csv = write("caf\xe9.csv", kSmallTrace);
+  const ToolRun run =
+      run_tool("--allocators nocache --json " + path("out.json") + " '" + csv + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string json = read_file_bytes(path("out.json"));
+  EXPECT_EQ(json.find('\xe9'), std::string::npos);
+  EXPECT_NE(json.find("\"name\": \"caf\\u00e9\""), std::string::npos) << json.substr(0, 600);
 }
 
 TEST_F(Cli, DirectoryIsAClearError) {

@@ -87,6 +87,8 @@ TEST(CommandLine, ByteSizes) {
   EXPECT_THROW(parse_byte_size("99999999999TiB"), UsageError);
 }
 
+std::string usage_error(std::vector<const char*> args);
+
 TEST(CommandLine, ConvertNeedsAnOutputAndNothingElse) {
   const CommandLine line = parse({"--convert", "s.pickle", "-o", "s.csv", "--device", "2"});
   EXPECT_EQ(line.convert_path, "s.pickle");
@@ -96,6 +98,17 @@ TEST(CommandLine, ConvertNeedsAnOutputAndNothingElse) {
   EXPECT_THROW(parse({"--convert", "s.pickle", "-o", "s.csv", "t.csv"}), UsageError);
   EXPECT_THROW(parse({"-o", "s.csv"}), UsageError);
   EXPECT_THROW(parse({"--device", "x"}), UsageError);
+  // Replay options mean nothing to a conversion: refused, not ignored.
+  for (std::vector<const char*> extra : {std::vector<const char*>{"--synthetic", "steps:1"},
+                                         {"--capacity", "1GiB"},
+                                         {"--capacity-factor", "1.5"},
+                                         {"--allocators", "nocache"},
+                                         {"--split-time"},
+                                         {"--real-gpu"}}) {
+    std::vector<const char*> args{"--convert", "s.pickle", "-o", "s.csv"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_EQ(usage_error(args), "--convert takes no traces and no replay options") << extra[0];
+  }
 }
 
 TEST(CommandLine, EverythingAfterDoubleDashIsATrace) {
@@ -166,6 +179,41 @@ TEST(CommandLine, MissingValuesAndUnknownOptionsAreNamed) {
   EXPECT_EQ(usage_error({"-x"}), "unknown option '-x'");
   // After --, an option-like word is a trace, not an unknown option.
   EXPECT_EQ(usage_error({"--", "--bogus"}), "");
+}
+
+// An option's value is never the next option nor, for an empty --opt=, the next argument: CLI11
+// took the trace after "--json=" as the JSON file, overwrote it and replayed the synthetic
+// workload instead, and "--html --min-capacity" wrote the page to a file named --min-capacity.
+TEST(CommandLine, AnEmptyValueNeverTakesTheNextArgument) {
+  EXPECT_EQ(usage_error({"--json=", "t.csv"}), "option --json needs a value");
+  EXPECT_EQ(usage_error({"--allocators=", "t.csv"}), "option --allocators needs a value");
+  EXPECT_EQ(usage_error({"--html", "--min-capacity", "t.csv"}),
+            "option --html needs a value, not the option '--min-capacity'");
+  EXPECT_EQ(usage_error({"-o", "--json", "x"}), "option -o needs a value, not the option '--json'");
+  // "-" is still a value (stdout), and after -- anything is a trace.
+  EXPECT_EQ(parse({"--json", "-", "t.csv"}).json_path, "-");
+  EXPECT_EQ(parse({"--", "--json="}).traces, std::vector<std::string>{"--json="});
+}
+
+// An output never overwrites an input: a trace, the snapshot being converted, or the other
+// output; --memory-viz refuses names whose pickles would overwrite each other.
+TEST(CommandLine, NoOutputOverwritesAnInputOrAnotherOutput) {
+  EXPECT_EQ(usage_error({"--json", "t.csv", "t.csv"}),
+            "--json t.csv is also a TRACE's input: it would be overwritten");
+  EXPECT_EQ(usage_error({"--html", "./t.csv", "t.csv"}),
+            "--html ./t.csv is also a TRACE's input: it would be overwritten");
+  EXPECT_EQ(usage_error({"--json", "out", "--html", "out", "t.csv"}),
+            "--json and --html name the same file, out");
+  EXPECT_EQ(usage_error({"--convert", "s.pickle", "-o", "s.pickle"}),
+            "-o s.pickle is also --convert's input: it would be overwritten");
+  EXPECT_EQ(parse({"--convert", "-", "-o", "-"}).output_path, "-");  // stdin and stdout
+  EXPECT_EQ(usage_error({"--memory-viz", "d", "a/x.csv", "b/x.csv"}),
+            "--memory-viz: traces a/x.csv and b/x.csv have one file name, and their pickles "
+            "would overwrite each other");
+  EXPECT_EQ(usage_error({"--memory-viz", "d", "--allocators", "nocache,nocache", "t.csv"}),
+            "--memory-viz: allocator 'nocache' is named twice, and its pickles would overwrite "
+            "each other");
+  EXPECT_EQ(usage_error({"--memory-viz", "d", "a/x.csv", "b/y.csv"}), "");
 }
 
 TEST(CommandLine, VersionAndHelpAreFlags) {

@@ -54,6 +54,18 @@ TEST_F(Replayer, NoCapacityUpToTheLimitIsReported) {
   EXPECT_FALSE(found.bytes);
 }
 
+// A limit that is no multiple of the resolution is itself the last device tried: the trace
+// completes on 5 MiB (the replay on --capacity 5MiB says so), and the search used to round the
+// limit down to 4 MiB and report "not found".
+TEST_F(Replayer, ALimitBetweenTwoStepsIsTriedItself) {
+  const Trace trace = parse_trace_csv("op,id,size,stream\nalloc,0,4194560,0\nfree,0,4194560,0\n",
+                                      "four-and-a-bit.csv");
+  ASSERT_FALSE(replay_trace(trace, "nocache", 5 * kMiB).oom);
+  EXPECT_EQ(find_min_capacity(trace, "nocache", 5 * kMiB).bytes, 5 * kMiB);
+  EXPECT_EQ(find_min_capacity(trace, "nocache", 80 * kGiB).bytes, 6 * kMiB);
+  EXPECT_FALSE(find_min_capacity(trace, "nocache", 4 * kMiB + 1).bytes);
+}
+
 TEST_F(Replayer, ProgressReachesTheEnd) {
   const Trace trace = parse_trace_csv(kTwoBlocks, "two.csv");
   std::size_t last_done = 0;
@@ -116,6 +128,32 @@ TEST(SyntheticWorkload, RejectsBadSpecs) {
   EXPECT_THROW(TransformerShape::parse("depth:3"), std::invalid_argument);
   EXPECT_THROW(TransformerShape::parse("layers"), std::invalid_argument);
   EXPECT_EQ(TransformerShape::parse("").layers, TransformerShape{}.layers);
+}
+
+// Shapes whose tensors would pass 16 TiB (their sizes wrapped around 2^64: more heads gave a
+// smaller peak) or whose trace would pass 20,000,000 events (48 s and 8.7 GB for one) are
+// refused by name.
+TEST(SyntheticWorkload, RejectsShapesTooLargeToSimulate) {
+  const auto message = [](const std::string& spec) {
+    try {
+      TransformerShape::parse(spec);
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message("seq:1048576,batch:1048576,heads:1,hidden:1,vocab:1,layers:1,steps:1")
+                .find("the attention scores (batch x heads x seq x seq x 2 bytes) would be larger "
+                      "than 16 TiB"),
+            std::string::npos);
+  EXPECT_NE(message("batch:1048576,seq:1024,vocab:1048576,heads:1,hidden:1")
+                .find("the logits (batch x seq x vocab x 2 bytes)"),
+            std::string::npos);
+  EXPECT_EQ(message("layers:1048576,steps:1"),
+            "synthetic: 1048576 layers and 1 steps would make more than 20000000 events; give "
+            "fewer");
+  // Large but simulable shapes pass.
+  EXPECT_EQ(message("layers:96,steps:100,hidden:12288,seq:2048,batch:1,heads:96"), "");
 }
 
 // A steady training loop makes no device call once its optimizer state exists: ten steps make

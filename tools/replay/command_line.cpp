@@ -4,13 +4,103 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
+#include <iterator>
 #include <limits>
 #include <string_view>
 
 #include "replay_allocator.h"
+#include "trace_csv.h"
 
 namespace cudacache::replay {
 namespace {
+
+// The options that take a value. CLI11 takes whatever argument comes next as the value, an
+// option or the trace itself, and an empty `--json=` takes the next argument as well: a trace
+// named there was overwritten with JSON (and the replay then ran the synthetic workload).
+constexpr std::string_view kValueOptions[] = {"--allocators", "--capacity",  "--capacity-factor",
+                                              "--json",       "--synthetic", "--html",
+                                              "--memory-viz", "--convert",   "-o",
+                                              "--output",     "--device"};
+
+void check_option_values(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view argument = argv[i];
+    if (argument == "--") return;  // traces only from here
+    const std::size_t equals = argument.find('=');
+    const std::string_view name = argument.substr(0, equals);
+    if (std::find(std::begin(kValueOptions), std::end(kValueOptions), name) ==
+        std::end(kValueOptions)) {
+      continue;
+    }
+    if (equals != std::string_view::npos) {
+      if (equals + 1 == argument.size()) {
+        throw UsageError("option " + std::string(name) + " needs a value");
+      }
+      continue;
+    }
+    if (i + 1 == argc) throw UsageError("option " + std::string(name) + " needs a value");
+    const std::string_view value = argv[++i];
+    // "-" is stdin or stdout; no value of these options starts with '-' otherwise.
+    if (value.size() > 1 && value.front() == '-') {
+      throw UsageError("option " + std::string(name) + " needs a value, not the option '" +
+                       std::string(value) + "'");
+    }
+  }
+}
+
+// Whether two paths name one file: the same file when both exist, else the same absolute path.
+bool same_file(const std::string& a, const std::string& b) {
+  if (a == kStdioPath || b == kStdioPath) return false;
+  std::error_code error;
+  if (std::filesystem::exists(a, error) && std::filesystem::exists(b, error)) {
+    return std::filesystem::equivalent(a, b, error);
+  }
+  const auto normal = [&](const std::string& path) {
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(path, error), error)
+        .lexically_normal();
+  };
+  return normal(a) == normal(b);
+}
+
+void refuse_same_file(const std::string& input_option, const std::string& input,
+                      const std::string& output_option, const std::string& output) {
+  if (same_file(input, output)) {
+    throw UsageError(output_option + " " + output + " is also " + input_option +
+                     "'s input: it would be overwritten");
+  }
+}
+
+// No output overwrites a trace or another output; --memory-viz writes TRACE.ALLOCATOR.pickle,
+// so two traces of one file name, or an allocator named twice, would overwrite each other's.
+void check_output_paths(const CommandLine& line) {
+  const std::pair<const char*, const std::optional<std::string>*> outputs[] = {
+      {"--json", &line.json_path}, {"--html", &line.html_path}};
+  for (const auto& [option, path] : outputs) {
+    if (!*path) continue;
+    for (const std::string& trace : line.traces) refuse_same_file("a TRACE", trace, option, **path);
+  }
+  if (line.json_path && line.html_path && same_file(*line.json_path, *line.html_path)) {
+    throw UsageError("--json and --html name the same file, " + *line.html_path);
+  }
+  if (!line.memory_viz_dir) return;
+  for (std::size_t i = 0; i < line.allocators.size(); ++i) {
+    for (std::size_t j = i + 1; j < line.allocators.size(); ++j) {
+      if (line.allocators[i] == line.allocators[j]) {
+        throw UsageError("--memory-viz: allocator '" + line.allocators[i] +
+                         "' is named twice, and its pickles would overwrite each other");
+      }
+    }
+  }
+  for (std::size_t i = 0; i < line.traces.size(); ++i) {
+    for (std::size_t j = i + 1; j < line.traces.size(); ++j) {
+      if (trace_name_from_path(line.traces[i]) == trace_name_from_path(line.traces[j])) {
+        throw UsageError("--memory-viz: traces " + line.traces[i] + " and " + line.traces[j] +
+                         " have one file name, and their pickles would overwrite each other");
+      }
+    }
+  }
+}
 
 bool starts_allocator_name(const std::string& piece) {
   return piece == "nocache" || piece == "cub" || piece == "pytorch" ||
@@ -186,6 +276,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_flag("--print-config", line.print_config);
   app.add_option("traces", line.traces);
 
+  check_option_values(argc, argv);
   // CLI11's parse(vector) takes the arguments without the program name, last one first.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);
@@ -267,10 +358,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   if (line.convert_path) {
     if (!line.output_path) throw UsageError("--convert needs -o OUT.csv");
     if (!line.traces.empty() || line.min_capacity || line.json_path || line.html_path ||
-        line.memory_viz_dir) {
+        line.memory_viz_dir || line.synthetic_spec || allocators || line.capacity_bytes ||
+        line.capacity_factor || line.split_time || line.real_gpu) {
       throw UsageError("--convert takes no traces and no replay options");
     }
+    refuse_same_file("--convert", *line.convert_path, "-o", *line.output_path);
   }
+  check_output_paths(line);
   return line;
 }
 

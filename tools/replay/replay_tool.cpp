@@ -76,6 +76,22 @@ int convert(const CommandLine& line, std::ostream& stdout_stream) {
             << conversion.free_action << ", " << conversion.segment_release_events
             << " segment releases and " << conversion.oom_events
             << " OOM events not carried as rows\n";
+  // What the conversion had to repair is said, not only counted: a snapshot that lost events
+  // converts to a trace that only approximates the program.
+  if (conversion.realloc_without_free > 0) {
+    std::cerr << "warning: " << conversion.realloc_without_free
+              << " allocation(s) at an address still allocated (the snapshot lost a free): "
+                 "the earlier block is taken as freed there\n";
+  }
+  if (conversion.alloc_free_size_mismatches > 0) {
+    std::cerr << "warning: " << conversion.alloc_free_size_mismatches
+              << " free(s) of another size than their allocation: the rows repeat the "
+                 "allocation's size\n";
+  }
+  if (conversion.open_at_end_not_in_segments > 0) {
+    std::cerr << "warning: " << conversion.open_at_end_not_in_segments
+              << " allocation(s) still open at the end that no segment of the snapshot holds\n";
+  }
   return 0;
 }
 
@@ -243,6 +259,12 @@ int run_replay_tool(const CommandLine& line, std::ostream& out) {
     write_json(context, reports, out);
     out.flush();
     if (!out) throw std::runtime_error("<stdout>: write error");
+  }
+  // The tables too: a full disk or a closed pipe is an error, not a run that went well.
+  tables.flush();
+  if (!tables) {
+    throw std::runtime_error(std::string(json_to_stdout ? "<stderr>" : "<stdout>") +
+                             ": write error");
   }
   return 0;
 }

@@ -169,28 +169,30 @@ MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_n
     ++found.replays;
     return !replay_trace(trace, allocator_name, capacity, progress).oom;
   };
-  // Capacities are k * resolution. `failing` is a k known (or proven) to fail, `passing` one
-  // known to complete.
+  // Capacities are k * resolution, and the limit itself as the last (a limit that is no multiple
+  // of the resolution was rounded down, and a trace that completed on it was "not found").
+  // `failing` is a k known (or proven) to fail, `passing` one known to complete.
   const std::uint64_t step = kCapacityResolution;
+  const auto capacity_of = [&](std::uint64_t k) { return std::min(k * step, upper_limit); };
   const std::uint64_t floor_steps = round_up(trace.peak_requested_bytes, step) / step;
   std::uint64_t failing = floor_steps == 0 ? 0 : floor_steps - 1;  // below the peak: impossible
-  const std::uint64_t limit_steps = upper_limit / step;
+  const std::uint64_t limit_steps = upper_limit / step + (upper_limit % step != 0 ? 1 : 0);
   std::uint64_t passing = std::min(std::max<std::uint64_t>(2 * floor_steps, 1), limit_steps);
   if (passing <= failing) return found;  // the limit is below the workload's floor
-  while (!completes(passing * step)) {
+  while (!completes(capacity_of(passing))) {
     if (passing >= limit_steps) return found;
     failing = passing;
     passing = std::min(2 * passing, limit_steps);
   }
   while (passing - failing > 1) {
     const std::uint64_t middle = failing + (passing - failing) / 2;
-    if (completes(middle * step)) {
+    if (completes(capacity_of(middle))) {
       passing = middle;
     } else {
       failing = middle;
     }
   }
-  found.bytes = passing * step;
+  found.bytes = capacity_of(passing);
   return found;
 }
 

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "utf8.h"
+
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -102,22 +104,43 @@ void print_calls_by_kind(const TraceReport& report, std::ostream& out) {
 
 void write_json_string(std::ostream& out, const std::string& text) {
   out << '"';
-  for (unsigned char c : text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
     switch (c) {
-      case '"': out << "\\\""; break;
-      case '\\': out << "\\\\"; break;
-      case '\n': out << "\\n"; break;
-      case '\t': out << "\\t"; break;
-      case '\r': out << "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-          out << escaped;
-        } else {
-          out << c;
-        }
+      case '"':
+        out << "\\\"";
+        ++i;
+        continue;
+      case '\\':
+        out << "\\\\";
+        ++i;
+        continue;
+      case '\n':
+        out << "\\n";
+        ++i;
+        continue;
+      case '\t':
+        out << "\\t";
+        ++i;
+        continue;
+      case '\r':
+        out << "\\r";
+        ++i;
+        continue;
+      default: break;
     }
+    // Control characters, and bytes that are not valid UTF-8 (a file name in another encoding),
+    // become \u00XX, the byte read as Latin-1: the JSON stays loadable.
+    const std::size_t length = c < 0x20 ? 0 : utf8_sequence_length(text, i);
+    if (length == 0) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out << escaped;
+      ++i;
+      continue;
+    }
+    out.write(text.data() + i, static_cast<std::streamsize>(length));
+    i += length;
   }
   out << '"';
 }
@@ -196,6 +219,18 @@ void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t p
   write_json_optional(out, r.capacity_bytes);
   out << ", \"oom\": " << (r.oom ? "true" : "false") << ", \"oom_event_index\": ";
   write_json_optional(out, r.oom_event);
+  out << ", \"oom_message\": ";
+  if (r.oom) {
+    write_json_string(out, r.oom_message);
+  } else {
+    out << "null";
+  }
+  out << ", \"min_capacity_replays\": ";
+  if (r.min_capacity_replays > 0) {
+    out << r.min_capacity_replays;
+  } else {
+    out << "null";
+  }
   out << ", \"events_replayed\": " << r.events_replayed << ", \"seconds\": ";
   write_json_double(out, r.seconds);
   out << ", \"simulator_call_seconds\": ";

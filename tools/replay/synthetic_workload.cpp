@@ -1,7 +1,13 @@
 #include "synthetic_workload.h"
 
+#include "command_line.h"
+
 #include <charconv>
+#include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cudacache::replay {
@@ -54,6 +60,49 @@ std::vector<std::uint64_t> layer_parameter_elements(const TransformerShape& s) {
   return {3 * h * h, 3 * h, h * h, h, 4 * h * h, 4 * h, 4 * h * h, h, h, h, h, h};
 }
 
+// A synthetic workload makes about 9 + 36 x layers + steps x (34 + 90 x layers) events (counted
+// on small shapes); beyond this many its trace alone takes gigabytes of host memory.
+constexpr std::uint64_t kMaxSyntheticEvents = 20'000'000;
+
+// The product of `factors`, or UINT64_MAX when it does not fit in 64 bits.
+std::uint64_t saturating_product(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t product = 1;
+  for (std::uint64_t factor : factors) {
+    if (__builtin_mul_overflow(product, factor, &product)) return UINT64_MAX;
+  }
+  return product;
+}
+
+// Refuses a shape whose tensors could not be simulated (or whose sizes would wrap around 2^64:
+// the attention scores of the largest keys are 2^81 bytes) or whose trace would be too long.
+void check_shape(const TransformerShape& s) {
+  const std::pair<const char*, std::uint64_t> tensors[] = {
+      {"activations (batch x seq x hidden x 2 bytes)",
+       saturating_product({s.batch, s.sequence, s.hidden, kActivationBytes})},
+      {"attention scores (batch x heads x seq x seq x 2 bytes)",
+       saturating_product({s.batch, s.heads, s.sequence, s.sequence, kActivationBytes})},
+      {"logits (batch x seq x vocab x 2 bytes)",
+       saturating_product({s.batch, s.sequence, s.vocabulary, kActivationBytes})},
+      {"embedding (vocab x hidden x 4 bytes)",
+       saturating_product({s.vocabulary, s.hidden, kParameterBytes})},
+      {"MLP weights (4 x hidden x hidden x 4 bytes)",
+       saturating_product({4, s.hidden, s.hidden, kParameterBytes})},
+  };
+  for (const auto& [what, bytes] : tensors) {
+    if (bytes > kLargestSimulatedDevice) {
+      throw std::invalid_argument(std::string("synthetic: the ") + what +
+                                  " would be larger than 16 TiB, the largest simulated device");
+    }
+  }
+  // layers and steps are at most 2^20 each: no overflow here.
+  const std::uint64_t events = 9 + 36 * s.layers + s.steps * (34 + 90 * s.layers);
+  if (events > kMaxSyntheticEvents) {
+    throw std::invalid_argument("synthetic: " + std::to_string(s.layers) + " layers and " +
+                                std::to_string(s.steps) + " steps would make more than " +
+                                std::to_string(kMaxSyntheticEvents) + " events; give fewer");
+  }
+}
+
 }  // namespace
 
 TransformerShape TransformerShape::parse(const std::string& spec) {
@@ -94,6 +143,7 @@ TransformerShape TransformerShape::parse(const std::string& spec) {
       throw std::invalid_argument("synthetic: unknown key '" + key +
                                   "' (valid: layers, hidden, heads, seq, batch, vocab, steps)");
   }
+  check_shape(shape);
   return shape;
 }
 

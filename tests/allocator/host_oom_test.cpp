@@ -1,0 +1,183 @@
+// Host memory running out inside the allocator: a std::bad_alloc from any operator new that an
+// allocation or a free makes, in turn, under every policy. The call fails with bad_alloc and
+// loses nothing: what was allocated stays allocated, the accounting matches the blocks, and
+// after every block is freed and the cache emptied, neither the allocator nor the device holds
+// a byte. (Before, a block taken from the pool and not yet recorded as allocated, or device
+// memory allocated and not yet recorded in a segment, was lost for the life of the process.)
+//
+// This binary replaces the global operator new to make its Nth call from now fail, counting
+// only the calls made by code of this program (the allocator is linked into it): cudasim, which
+// stands in for the driver, allocates host memory too, and a driver returns an error code for
+// that rather than throwing through its C API.
+#include "test_support.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <new>
+#include <ostream>
+#include <string>
+#include <vector>
+
+// GCC sees free() of what its operator new returned: the pair below is malloc and free, so it
+// matches (GCC only: clang has no such warning).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+
+thread_local long t_countdown = 0;  // the operator new that fails, counted from 1; 0: none
+thread_local bool t_failed = false;
+
+// Whether `caller` is code of this program, not of a shared library.
+bool from_this_program(const void* caller) {
+  static const void* const program = [] {
+    Dl_info info{};
+    dladdr(reinterpret_cast<const void*>(&from_this_program), &info);
+    return info.dli_fbase;
+  }();
+  Dl_info info{};
+  return dladdr(caller, &info) != 0 && info.dli_fbase == program;
+}
+
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (t_countdown > 0 && from_this_program(__builtin_return_address(0)) && --t_countdown == 0) {
+    t_failed = true;
+    throw std::bad_alloc();
+  }
+  if (void* memory = std::malloc(bytes == 0 ? 1 : bytes)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+
+namespace cudacache {
+namespace {
+
+using testing::allocated;
+using testing::expect_invariants;
+using testing::reserved;
+using testing::sim_counters;
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Runs `call` with the `n`th operator new in it failing; true when that one was reached (the
+// call then threw bad_alloc, checked here).
+template <typename Call>
+bool fail_new_number(long n, Call call) {
+  t_failed = false;
+  t_countdown = n;
+  bool threw = false;
+  try {
+    call();
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  t_countdown = 0;
+  EXPECT_EQ(threw, t_failed) << "operator new number " << n;
+  return t_failed;
+}
+
+// The allocator holds what `live` says and the device what the allocator says; once every
+// block is freed and the cache emptied, nothing at all.
+void expect_nothing_lost(DeviceAllocator& allocator, std::map<std::uintptr_t, std::size_t> live) {
+  ASSERT_NO_FATAL_FAILURE(expect_invariants(allocator, live));
+  EXPECT_EQ(static_cast<std::size_t>(reserved(allocator.stats())), sim_counters().in_use_bytes);
+  for (const auto& [address, size] : live) {
+    allocator.deallocate(reinterpret_cast<void*>(address));
+  }
+  allocator.empty_cache();
+  const MemoryStats stats = allocator.stats();
+  EXPECT_EQ(allocated(stats), 0);
+  EXPECT_EQ(reserved(stats), 0);
+  EXPECT_EQ(stats.active_bytes[kAllPools].current, 0);
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
+struct Case {
+  const char* options;
+  std::size_t size;
+};
+
+void PrintTo(const Case& c, std::ostream* out) { *out << c.options << ", " << c.size << " B"; }
+
+class HostOom : public testing::SimulatedDeviceTest,
+                public ::testing::WithParamInterface<Case> {};
+
+// An allocation that grows the cache (a new segment or new pages), and one that a cached block
+// serves by a split, each with every one of its host allocations failing in turn (the latter
+// has none: the spares reserved by the calls before it serve it).
+TEST_P(HostOom, AnAllocationThatRunsOutOfHostMemoryLosesNothing) {
+  const Case c = GetParam();
+  for (const bool warm : {false, true}) {
+    SCOPED_TRACE(warm ? "a cached block serves it" : "the cache grows for it");
+    long failures = 0;
+    for (long n = 1;; ++n) {
+      ASSERT_LT(n, 1000) << "the allocation never stopped allocating host memory";
+      SCOPED_TRACE("operator new number " + std::to_string(n) + " fails");
+      DeviceAllocator allocator(0, Options(c.options));
+      std::map<std::uintptr_t, std::size_t> live;
+      const auto keep = [&](std::size_t size) {
+        live[reinterpret_cast<std::uintptr_t>(allocator.allocate(size, nullptr))] = size;
+      };
+      keep(c.size);  // held throughout: the failed call must leave it alone
+      if (warm) allocator.deallocate(allocator.allocate(3 * c.size, nullptr));
+      void* got = nullptr;
+      const bool reached = fail_new_number(n, [&] { got = allocator.allocate(c.size, nullptr); });
+      if (got != nullptr) live[reinterpret_cast<std::uintptr_t>(got)] = c.size;
+      ASSERT_NO_FATAL_FAILURE(expect_nothing_lost(allocator, live));
+      if (!reached) break;
+      ++failures;
+    }
+    if (warm) {
+      // The spares that the calls before it reserved serve it: a cache hit allocates nothing.
+      EXPECT_EQ(failures, 0) << "a cache hit made host allocations";
+    } else {
+      EXPECT_GT(failures, 0) << "the growth made no host allocation to fail";
+    }
+  }
+}
+
+// A free whose block merges with its free neighbour, with each of its host allocations failing
+// in turn: the free either happens or leaves the block allocated, to be freed again.
+TEST_P(HostOom, AFreeThatRunsOutOfHostMemoryLosesNothing) {
+  const Case c = GetParam();
+  for (long n = 1;; ++n) {
+    ASSERT_LT(n, 1000) << "the free never stopped allocating host memory";
+    SCOPED_TRACE("operator new number " + std::to_string(n) + " fails");
+    DeviceAllocator allocator(0, Options(c.options));
+    void* first = allocator.allocate(c.size, nullptr);
+    void* second = allocator.allocate(c.size, nullptr);
+    void* third = allocator.allocate(c.size, nullptr);
+    allocator.deallocate(first);
+    const bool reached = fail_new_number(n, [&] { allocator.deallocate(second); });
+    std::map<std::uintptr_t, std::size_t> live{{reinterpret_cast<std::uintptr_t>(third), c.size}};
+    if (reached && allocated(allocator.stats()) > static_cast<std::int64_t>(2 * c.size)) {
+      live[reinterpret_cast<std::uintptr_t>(second)] = c.size;  // not freed: still allocated
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_nothing_lost(allocator, live));
+    if (!reached) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, HostOom,
+    ::testing::Values(Case{"policy:cudacache", 1000}, Case{"policy:cudacache", 30 * kMiB},
+                      Case{"policy:pytorch", 1000}, Case{"policy:pytorch", 30 * kMiB},
+                      Case{"policy:pytorch,expandable_segments:True", 1000},
+                      Case{"policy:pytorch,expandable_segments:True", 30 * kMiB}),
+    [](const ::testing::TestParamInfo<Case>& param) {
+      const std::string options = param.param.options;
+      return std::string(options == "policy:cudacache"                 ? "cudacache"
+                         : options.find("expandable") != std::string::npos ? "expandable"
+                                                                            : "native") +
+             (param.param.size < kMiB ? "_small" : "_large");
+    });
+
+}  // namespace
+}  // namespace cudacache
