@@ -94,15 +94,9 @@ void BlockPool::recycle(Block* block) {
   spare_.push_back(block);
 }
 
-void BlockPool::reserve_host_memory() {
-  // The common case, every call of a steady program: all there already.
-  if (spare_.size() >= kSpareBlocks && spare_.capacity() >= spare_.size() + kSpareBlocks &&
-      spare_unmapped_nodes_.size() >= kSpareUnmappedNodes) {
-    free_.reserve_host_memory();
-    return;
-  }
-  if (spare_.capacity() < spare_.size() + 2 * kSpareBlocks) {
-    spare_.reserve(spare_.size() + 4 * kSpareBlocks);
+void BlockPool::reserve_host_memory_now() {
+  if (spare_.capacity() - spare_.size() < kSpareBlocks) {  // geometric: amortized O(1)
+    spare_.reserve(std::max(2 * spare_.capacity(), spare_.size() + 4 * kSpareBlocks));
   }
   while (spare_.size() < kSpareBlocks) spare_.push_back(new Block);  // capacity reserved above
   spare_unmapped_nodes_.reserve(2 * kSpareUnmappedNodes);

@@ -123,13 +123,21 @@ class BlockPool {
 
   // Block objects are recycled, so that split and merge on the cache-hit path do not
   // allocate host memory. new_block() returns a default-initialised Block. recycle() never
-  // throws (a block with no room left among the spares is deleted).
+  // throws: a block with no room left among the spares is deleted (the spares' room grows
+  // with them, in reserve_host_memory).
   Block* new_block();
   void recycle(Block* block);
   // Note [Host memory runs out] (device_allocator.h): allocates, now, what the next few splits,
   // merges and insertions would (spare blocks, room to recycle them, index nodes), so that
-  // those make no host allocation. Throws std::bad_alloc before any change.
-  void reserve_host_memory();
+  // those make no host allocation. Throws std::bad_alloc before any change. Inline: on every
+  // allocation and free, where all is nearly always there already.
+  void reserve_host_memory() {
+    if (spare_.size() >= kSpareBlocks && spare_unmapped_nodes_.size() >= kSpareUnmappedNodes &&
+        free_.host_memory_reserved()) {
+      return;
+    }
+    reserve_host_memory_now();
+  }
 
  private:
   using UnmappedIndex = std::set<Block*, UnmappedOrder>;
@@ -148,6 +156,7 @@ class BlockPool {
                                    std::size_t size, std::size_t max_split_size, FitRule rule,
                                    Lifetime lifetime) const;
 
+  void reserve_host_memory_now();
   // Into the unmapped index, in a spare node when there is one.
   void insert_unmapped(Block* block);
   // The key that sorts before every unmapped stretch of `stream`.

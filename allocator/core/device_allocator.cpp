@@ -163,8 +163,10 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
       capture == StackKind::kNone ? 0 : capture_stack(capture, __builtin_return_address(0));
   MutexLock lock(mutex_);
   validate_stream(stream);
-  reserve_host_memory();
-  if (events_.pending() != 0) process_events();
+  if (events_.pending() != 0) {
+    reserve_host_memory();  // the blocks the events free go to either pool
+    process_events();
+  }
 
   Request request;
   request.stack = stack;
@@ -172,6 +174,8 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   request.size = round_size(size, options_.roundup_power2_divisions);
   request.stream = stream;
   request.pool = pool_for(request.size) == PoolKind::kSmall ? &small_pool_ : &large_pool_;
+  // Note [Host memory runs out]. A growth's maps and moves' unmaps reserve their own pool's.
+  request.pool->reserve_host_memory();
   // Note [Lifetime classes]: only the large pool's blocks are placed by lifetime.
   if (policy_ == PlacementPolicy::kCudacache && request.pool == &large_pool_) {
     request.context = lifetimes_.context(request.size, stream);
@@ -299,6 +303,22 @@ void DeviceAllocator::process_events() {
 }
 
 void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
+  // The entry first (Note [Host memory runs out]): it is the one host allocation left here (a
+  // node when no free left one, or a rehash), and when it throws, the block goes back to its
+  // pool, whose reserve lets that allocate nothing. The split keeps the block's address.
+  try {
+    if (spare_allocated_node_.empty()) {
+      allocated_.emplace(block->pointer(), block);
+    } else {
+      spare_allocated_node_.key() = block->pointer();
+      spare_allocated_node_.mapped() = block;
+      allocated_.insert(std::move(spare_allocated_node_));  // on a throw the node stays ours
+      spare_allocated_node_ = {};
+    }
+  } catch (...) {
+    pool_of(*block).insert(block);
+    throw;
+  }
   MemoryStats& stats = stats_.values();
   BlockPool& pool = *request.pool;
   const PoolKind kind = pool.kind();
@@ -326,14 +346,6 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   // Every allocation counts in lifetimes and contexts, only the large pool's get one.
   block->context = request.context;
   if (policy_ == PlacementPolicy::kCudacache) block->born = lifetimes_.allocated(request.size);
-  if (spare_allocated_node_.empty()) {
-    allocated_.emplace(block->pointer(), block);
-  } else {
-    spare_allocated_node_.key() = block->pointer();
-    spare_allocated_node_.mapped() = block;
-    allocated_.insert(std::move(spare_allocated_node_));
-    spare_allocated_node_ = {};
-  }
 
   DeviceStats::increase(stats.allocation, kind, 1);
   DeviceStats::increase(stats.allocated_bytes, kind, as_signed(block->size));
@@ -359,7 +371,7 @@ bool DeviceAllocator::deallocate_if_owned(void* ptr) {
   MutexLock lock(mutex_);
   const auto it = allocated_.find(ptr);
   if (it == allocated_.end()) return false;
-  reserve_host_memory();
+  pool_of(*it->second).reserve_host_memory();
   release_allocation(take_allocated(it));
   return true;
 }
@@ -380,24 +392,13 @@ void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> r
                              " bytes, but it was allocated with " +
                              std::to_string(block->requested_size) + " bytes");
   }
-  reserve_host_memory();
+  pool_of(*block).reserve_host_memory();
   release_allocation(take_allocated(it));
 }
 
 void DeviceAllocator::reserve_host_memory() {
   small_pool_.reserve_host_memory();
   large_pool_.reserve_host_memory();
-  if (spare_allocated_node_.empty()) {
-    // A node of allocated_'s own type, made in a scratch map (nullptr is never a block's key).
-    std::unordered_map<void*, Block*> scratch;
-    scratch.emplace(nullptr, nullptr);
-    spare_allocated_node_ = scratch.extract(scratch.begin());
-  }
-  // Buckets for one more: the next insertion does not rehash.
-  if (static_cast<float>(allocated_.size() + 1) >
-      static_cast<float>(allocated_.bucket_count()) * allocated_.max_load_factor()) {
-    allocated_.reserve(allocated_.size() + 1);
-  }
 }
 
 Block* DeviceAllocator::take_allocated(std::unordered_map<void*, Block*>::iterator it) {

@@ -167,10 +167,12 @@ class FreeIndex {
   }
   // Makes sure that the next insertion allocates nothing: a spare leaf for a split, and room
   // for it among the leaves (Note [Host memory runs out] in device_allocator.h).
+  bool host_memory_reserved() const {
+    return spare_leaf_ != nullptr && leaves_.capacity() > leaves_.size();
+  }
   void reserve_host_memory() {
-    if (spare_leaf_ != nullptr && leaves_.capacity() > leaves_.size()) return;
     if (spare_leaf_ == nullptr) spare_leaf_ = std::make_unique<Leaf>();
-    leaves_.reserve(leaves_.size() + 1);
+    if (leaves_.capacity() == leaves_.size()) leaves_.reserve(2 * leaves_.size());
   }
   // Removes the block at `at` (not end()).
   void erase(Iterator at) {
