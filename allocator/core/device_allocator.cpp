@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <new>
 #include <vector>
 
 namespace cudacache {
@@ -427,7 +428,14 @@ void DeviceAllocator::release_allocation(Block* block) {
   if (block->stream == cudaStreamPerThread &&
       std::find(block->stream_uses.begin(), block->stream_uses.end(), cudaStreamPerThread) ==
           block->stream_uses.end()) {
-    block->stream_uses.push_back(cudaStreamPerThread);
+    try {
+      block->stream_uses.push_back(cudaStreamPerThread);
+    } catch (const std::bad_alloc&) {  // no room to wait by event (the block is in no map):
+      device_api::synchronize(device_);  // the device's work is done now instead
+      block->stream_uses.clear();
+      free_block(block);
+      return;
+    }
   }
   if (block->stream_uses.empty()) {
     free_block(block);

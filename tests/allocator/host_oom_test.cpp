@@ -106,8 +106,7 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* out) { *out << c.options << ", " << c.size << " B"; }
 
-class HostOom : public testing::SimulatedDeviceTest,
-                public ::testing::WithParamInterface<Case> {};
+class HostOom : public testing::SimulatedDeviceTest, public ::testing::WithParamInterface<Case> {};
 
 // An allocation that grows the cache (a new segment or new pages), and one that a cached block
 // serves by a split, each with every one of its host allocations failing in turn (the latter
@@ -173,9 +172,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"policy:pytorch,expandable_segments:True", 30 * kMiB}),
     [](const ::testing::TestParamInfo<Case>& param) {
       const std::string options = param.param.options;
-      return std::string(options == "policy:cudacache"                 ? "cudacache"
+      return std::string(options == "policy:cudacache"                     ? "cudacache"
                          : options.find("expandable") != std::string::npos ? "expandable"
-                                                                            : "native") +
+                                                                           : "native") +
              (param.param.size < kMiB ? "_small" : "_large");
     });
 
