@@ -430,8 +430,10 @@ void DeviceAllocator::release_allocation(Block* block) {
           block->stream_uses.end()) {
     try {
       block->stream_uses.push_back(cudaStreamPerThread);
-    } catch (const std::bad_alloc&) {  // no room to wait by event (the block is in no map):
-      device_api::synchronize(device_);  // the device's work is done now instead
+    } catch (const std::bad_alloc&) {
+      // No room to wait by event, and the block is in no map: the device's work is waited for
+      // now instead.
+      device_api::synchronize(device_);
       block->stream_uses.clear();
       free_block(block);
       return;
