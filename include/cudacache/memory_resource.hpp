@@ -116,9 +116,13 @@ class device_allocator {
   device_allocator(const device_allocator<U>& other) noexcept  // NOLINT: rebinding is implicit
       : stream_(other.stream()), device_(other.device()) {}
 
+  // The most elements one allocation holds: requests are at most PTRDIFF_MAX bytes (a larger
+  // count is std::bad_array_new_length, as from `new T[count]`, and containers check it first).
+  static constexpr std::size_t max_size() noexcept {
+    return static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(T);
+  }
   T* allocate(std::size_t count) {
-    if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
-      throw std::bad_array_new_length();
+    if (count > max_size()) throw std::bad_array_new_length();
     // alignof(T) itself: a type aligned beyond every block's 512 bytes is refused (Error), not
     // given memory that breaks its alignment.
     return static_cast<T*>(

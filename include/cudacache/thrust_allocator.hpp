@@ -36,9 +36,12 @@ class thrust_allocator : public thrust::device_malloc_allocator<T> {
   thrust_allocator(const thrust_allocator<U>& other) noexcept  // NOLINT: rebinding is implicit
       : stream_(other.stream()), device_(other.device()) {}
 
+  // Requests are at most PTRDIFF_MAX bytes: a larger count is std::bad_array_new_length.
+  size_type max_size() const noexcept {
+    return static_cast<size_type>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(T);
+  }
   pointer allocate(size_type count) {
-    if (count > std::numeric_limits<size_type>::max() / sizeof(T))
-      throw std::bad_array_new_length();
+    if (count > max_size()) throw std::bad_array_new_length();
     // Every block is aligned to 512 bytes: a type aligned beyond that is refused, not given
     // memory that breaks its alignment (memory_resource.hpp's check, as device_allocator).
     if constexpr (alignof(T) > 512) {

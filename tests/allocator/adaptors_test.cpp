@@ -114,6 +114,12 @@ TEST_F(Adaptors, DeviceAllocatorThroughAllocatorTraits) {
   EXPECT_EQ(allocated_now(), 0);
   EXPECT_THROW(static_cast<void>(Traits::allocate(allocator, SIZE_MAX / 4)),
                std::bad_array_new_length);
+  // Requests stop at PTRDIFF_MAX bytes: the allocator says so (containers check max_size), and
+  // one element more is bad_array_new_length, not cudacache's Error for a size out of range.
+  EXPECT_EQ(Traits::max_size(allocator), static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(double));
+  EXPECT_THROW(static_cast<void>(Traits::allocate(allocator, Traits::max_size(allocator) + 1)),
+               std::bad_array_new_length);
+  EXPECT_EQ(allocated_now(), 0);
 }
 
 // A type aligned to 512 bytes gets a block (every block is aligned so); one aligned beyond is

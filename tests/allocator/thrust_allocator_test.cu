@@ -10,8 +10,10 @@
 #include <thrust/sequence.h>
 #include <thrust/sort.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <new>
 
 namespace {
 
@@ -44,6 +46,25 @@ int main() {
     }
   }
   if (allocated_now() != 0) return 5;
+  // A type aligned beyond every block's 512 bytes is refused by name, not given a block that
+  // breaks its alignment; a count past PTRDIFF_MAX bytes is bad_array_new_length.
+  struct alignas(1024) Aligned1024 {
+    char bytes[1024];
+  };
+  try {
+    cudacache::thrust_allocator<Aligned1024>(stream, 0).allocate(1);
+    return 6;
+  } catch (const cudacache::Error& error) {
+    if (error.status() != CUDACACHE_INVALID_ARGUMENT) return 7;
+  }
+  cudacache::thrust_allocator<double> doubles(stream, 0);
+  if (doubles.max_size() != static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(double)) return 8;
+  try {
+    doubles.allocate(doubles.max_size() + 1);
+    return 9;
+  } catch (const std::bad_array_new_length&) {
+  }
+  if (allocated_now() != 0) return 10;
   cudaStreamDestroy(stream);
   std::printf("thrust ok runtime=%s\n", on_cudasim ? "cudasim" : "gpu");
   return 0;

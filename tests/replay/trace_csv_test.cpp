@@ -75,6 +75,14 @@ TEST(TraceCsv, BadHeader) {
   expect_error("op,id,bytes,stream\nalloc,0,1,0\n", {"t.csv:1:", "bad header"});
 }
 
+// A file that starts with a UTF-8 byte order mark, as spreadsheets save CSV, reads as without.
+TEST(TraceCsv, AByteOrderMarkIsSkipped) {
+  const Trace trace =
+      parse_trace_csv("\xEF\xBB\xBFop,id,size,stream\nalloc,0,1,0\nfree,0,1,0\n", kSource);
+  ASSERT_EQ(trace.events.size(), 2u);
+  EXPECT_EQ(trace.peak_requested_bytes, 1u);
+}
+
 TEST(TraceCsv, EmptyFile) { expect_error("", {"t.csv:1:", "empty file"}); }
 
 TEST(TraceCsv, UnknownOp) {

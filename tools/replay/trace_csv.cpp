@@ -91,6 +91,9 @@ TraceEvent parse_event(std::string_view line, const LineContext& ctx) {
 Trace parse_trace_csv(std::string_view text, const std::string& source) {
   Trace trace;
   trace.name = source;
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the header: it made the
+  // header look right in the message and still refused it.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   std::vector<std::size_t> line_of_event;
   std::size_t line_number = 0;
   std::size_t position = 0;
