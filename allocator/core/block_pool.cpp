@@ -94,7 +94,7 @@ void BlockPool::recycle(Block* block) {
   spare_.push_back(block);
 }
 
-void BlockPool::reserve_host_memory_now() {
+void BlockPool::reserve_host_memory_now(std::size_t insertions) {
   if (spare_.capacity() - spare_.size() < kSpareBlocks) {  // geometric: amortized O(1)
     spare_.reserve(std::max(2 * spare_.capacity(), spare_.size() + 4 * kSpareBlocks));
   }
@@ -107,7 +107,7 @@ void BlockPool::reserve_host_memory_now() {
     scratch.insert(nullptr);
     spare_unmapped_nodes_.push_back(scratch.extract(scratch.begin()));  // capacity reserved
   }
-  free_.reserve_host_memory();
+  free_.reserve_host_memory(insertions);
 }
 
 void BlockPool::insert_unmapped(Block* block) {

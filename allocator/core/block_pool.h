@@ -131,12 +131,14 @@ class BlockPool {
   // merges and insertions would (spare blocks, room to recycle them, index nodes), so that
   // those make no host allocation. Throws std::bad_alloc before any change. Inline: on every
   // allocation and free, where all is nearly always there already.
-  void reserve_host_memory() {
+  // With `insertions`, for that many blocks inserted at once (the frees of a batch of
+  // completed stream events).
+  void reserve_host_memory(std::size_t insertions = 1) {
     if (spare_.size() >= kSpareBlocks && spare_unmapped_nodes_.size() >= kSpareUnmappedNodes &&
-        free_.host_memory_reserved()) {
+        free_.host_memory_reserved(insertions)) {
       return;
     }
-    reserve_host_memory_now();
+    reserve_host_memory_now(insertions);
   }
 
  private:
@@ -156,7 +158,7 @@ class BlockPool {
                                    std::size_t size, std::size_t max_split_size, FitRule rule,
                                    Lifetime lifetime) const;
 
-  void reserve_host_memory_now();
+  void reserve_host_memory_now(std::size_t insertions);
   // Into the unmapped index, in a spare node when there is one.
   void insert_unmapped(Block* block);
   // The key that sorts before every unmapped stretch of `stream`.

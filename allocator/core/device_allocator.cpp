@@ -127,9 +127,18 @@ DeviceAllocator::~DeviceAllocator() {
   if (options_.publish_stats.enabled) stats_publisher::remove_source(this);
   MutexLock lock(mutex_);
   // The callbacks of events_ run inside its calls, with mutex_ held; clang's analysis cannot
-  // follow a lambda there, hence NO_THREAD_SAFETY_ANALYSIS on each.
-  events_.synchronize_all([this](Block* block)
-                              CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
+  // follow a lambda there, hence NO_THREAD_SAFETY_ANALYSIS on each. Without host memory for the
+  // frees' insertions, the blocks stay where they are: the teardown below deletes them with
+  // their segments anyway, and a destructor must not throw.
+  bool reserved = true;
+  try {
+    reserve_host_memory(events_.pending());
+  } catch (const std::bad_alloc&) {
+    reserved = false;
+  }
+  events_.synchronize_all([this, reserved](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS {
+    if (reserved) free_block(block);
+  });
   if (!allocated_.empty()) {
     logger().warn("device {}: allocator destroyed with {} live allocations", device_,
                   allocated_.size());
@@ -164,10 +173,7 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
       capture == StackKind::kNone ? 0 : capture_stack(capture, __builtin_return_address(0));
   MutexLock lock(mutex_);
   validate_stream(stream);
-  if (events_.pending() != 0) {
-    reserve_host_memory();  // the blocks the events free go to either pool
-    process_events();
-  }
+  if (events_.pending() != 0) process_events();
 
   Request request;
   request.stack = stack;
@@ -265,6 +271,7 @@ Block* DeviceAllocator::grow(Request& request, bool is_retry) {
 
 void DeviceAllocator::release_cached_blocks(bool keep_pages) {
   if (events_.pending() != 0) {
+    reserve_host_memory(events_.pending());  // as in process_events
     const cudaError_t error = events_.synchronize_all(
         [this](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
     if (error != cudaSuccess) {
@@ -295,6 +302,9 @@ void DeviceAllocator::release_cached_blocks(bool keep_pages) {
   release_pages(*backend_, released);
 }
 void DeviceAllocator::process_events() {
+  // Every block whose event completed is freed in this one call: spares for as many
+  // insertions, reserved before the first event leaves its queue (Note [Host memory runs out]).
+  reserve_host_memory(events_.pending());
   const cudaError_t error = events_.process_ready(
       [this](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS { free_block(block); });
   if (error != cudaSuccess) {
@@ -397,9 +407,9 @@ void DeviceAllocator::deallocate_checked(void* ptr, std::optional<std::size_t> r
   release_allocation(take_allocated(it));
 }
 
-void DeviceAllocator::reserve_host_memory() {
-  small_pool_.reserve_host_memory();
-  large_pool_.reserve_host_memory();
+void DeviceAllocator::reserve_host_memory(std::size_t insertions) {
+  small_pool_.reserve_host_memory(insertions);
+  large_pool_.reserve_host_memory(insertions);
 }
 
 Block* DeviceAllocator::take_allocated(std::unordered_map<void*, Block*>::iterator it) {

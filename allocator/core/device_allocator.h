@@ -321,7 +321,7 @@ class DeviceAllocator {
   // insertions will need (spare blocks and nodes, BlockPool::reserve_host_memory), so that a
   // bad_alloc comes before any change, and the growths undo their device calls when their
   // bookkeeping throws: the call fails with bad_alloc, and no block or device memory is lost.
-  void reserve_host_memory() CUDACACHE_REQUIRES(mutex_);
+  void reserve_host_memory(std::size_t insertions = 1) CUDACACHE_REQUIRES(mutex_);
   void* finish_allocation(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_allocation(Block* block) CUDACACHE_REQUIRES(mutex_);
   void free_block(Block* block) CUDACACHE_REQUIRES(mutex_);

@@ -5,13 +5,28 @@
 
 namespace cudacache {
 
+void FreeIndex::reserve_host_memory(std::size_t insertions) {
+  const std::size_t splits = splits_for(insertions);
+  if (leaves_.capacity() - leaves_.size() < splits) {
+    leaves_.reserve(std::max(2 * leaves_.capacity(), leaves_.size() + splits));
+  }
+  if (spare_leaves_.capacity() < splits) spare_leaves_.reserve(2 * splits);
+  while (spare_leaves_.size() < splits) spare_leaves_.push_back(std::make_unique<Leaf>());
+}
+
 void FreeIndex::insert_splitting(std::size_t at, Block* block) {
   // The full leaf's upper half moves to a new leaf after it; the block goes into either half.
   // What this allocates comes first, before any block moves: a failure changes nothing. With
   // reserve_host_memory() called, nothing does.
   if (leaves_.capacity() == leaves_.size()) leaves_.reserve(2 * leaves_.size());
-  auto upper = spare_leaf_ != nullptr ? std::move(spare_leaf_) : std::make_unique<Leaf>();
-  *upper = Leaf{};
+  std::unique_ptr<Leaf> upper;
+  if (spare_leaves_.empty()) {
+    upper = std::make_unique<Leaf>();
+  } else {
+    upper = std::move(spare_leaves_.back());
+    spare_leaves_.pop_back();
+    *upper = Leaf{};
+  }
   Leaf& lower = *leaves_[at];
   const std::size_t kept = lower.count / 2;
   std::copy(lower.blocks + kept, lower.blocks + lower.count + 1, upper->blocks);  // with the null
@@ -37,7 +52,9 @@ void FreeIndex::shrunk(std::size_t index) {
     Leaf& leaf = *leaves_[gone];
     if (leaf.previous != nullptr) leaf.previous->next = leaf.next;
     if (leaf.next != nullptr) leaf.next->previous = leaf.previous;
-    if (spare_leaf_ == nullptr) spare_leaf_ = std::move(leaves_[gone]);  // the next split's
+    if (spare_leaves_.size() < spare_leaves_.capacity()) {  // kept for a split, if room
+      spare_leaves_.push_back(std::move(leaves_[gone]));
+    }
     leaves_.erase(leaves_.begin() + static_cast<std::ptrdiff_t>(gone));
     last_ = leaves_.back().get();
   };

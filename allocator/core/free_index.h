@@ -165,15 +165,19 @@ class FreeIndex {
     erase(found);
     return true;
   }
-  // Makes sure that the next insertion allocates nothing: a spare leaf for a split, and room
-  // for it among the leaves (Note [Host memory runs out] in device_allocator.h).
-  bool host_memory_reserved() const {
-    return spare_leaf_ != nullptr && leaves_.capacity() > leaves_.size();
+  // Whether the next `insertions` insertions allocate nothing: spare leaves for their splits,
+  // and room for them among the leaves (Note [Host memory runs out] in device_allocator.h).
+  // A split leaves two halves, so each split after the first takes kLeafCapacity / 2 more.
+  static std::size_t splits_for(std::size_t insertions) {
+    return 1 + insertions / (kLeafCapacity / 2);
   }
-  void reserve_host_memory() {
-    if (spare_leaf_ == nullptr) spare_leaf_ = std::make_unique<Leaf>();
-    if (leaves_.capacity() == leaves_.size()) leaves_.reserve(2 * leaves_.size());
+  bool host_memory_reserved(std::size_t insertions = 1) const {
+    const std::size_t splits = splits_for(insertions);
+    return spare_leaves_.size() >= splits && leaves_.capacity() - leaves_.size() >= splits;
   }
+  // Allocates what host_memory_reserved(insertions) asks for; throws std::bad_alloc before any
+  // change to the index.
+  void reserve_host_memory(std::size_t insertions = 1);
   // Removes the block at `at` (not end()).
   void erase(Iterator at) {
     Leaf& leaf = *leaf_of(at.at_);
@@ -220,7 +224,7 @@ class FreeIndex {
 
   std::vector<std::unique_ptr<Leaf>> leaves_;  // in order; at least one; none empty but a sole one
   Leaf* last_ = nullptr;                       // leaves_.back(): where end() is
-  std::unique_ptr<Leaf> spare_leaf_;           // reserve_host_memory()'s, for the next split
+  std::vector<std::unique_ptr<Leaf>> spare_leaves_;  // for splits (reserve_host_memory)
   std::size_t size_ = 0;
 };
 

@@ -196,14 +196,22 @@ bool DeviceAllocator::take_own_pages(std::size_t need, std::size_t whole,
       left_over.push_back(page);
     }
   }
-  moved_pages_.clear();
-  release_pages(*backend_, left_over);
   // One new page of one block for the rest of `whole`, 2 MiB granules for the end.
   std::size_t new_large = whole - std::min(whole, large_bytes + granule_bytes);
   if (new_large <= kSmallPage) new_large = 0;
   const std::size_t new_granules = need - std::min(need, large_bytes + granule_bytes + new_large);
   std::vector<Page> created_large;
   std::vector<Page> created_granules;
+  // Every vector gets its room while the moved pages are still in moved_pages_ (released by
+  // find_or_create_block if this throws): from their clear on, nothing here allocates host
+  // memory, so none of them can be lost on the way (Note [Host memory runs out]).
+  const std::size_t granule_count = (new_granules + kSmallPage - 1) / kSmallPage;
+  created_large.reserve(new_large > 0 ? 1 : 0);
+  created_granules.reserve(granule_count);
+  pages->reserve(pages->size() + large.size() + granules.size() + created_large.capacity() +
+                 granule_count);
+  moved_pages_.clear();
+  release_pages(*backend_, left_over);
   cudaError_t error = create_pages(*backend_, new_large, new_large, &created_large);
   if (error == cudaSuccess) {
     error = create_pages(*backend_, new_granules, kSmallPage, &created_granules);

@@ -38,7 +38,9 @@ SlotRead read_slot(std::uint64_t* words, DeviceValues* out) {
   int mismatches = 0;
   for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
     const std::uint64_t before = Word(words[1]).load(std::memory_order_acquire);
-    if (before % 2 != 0) continue;
+    // Odd: a write in progress. 0: claimed and not yet written (claim() publishes right after
+    // it claims), or zeroed by a truncation; either way no write to check, so busy, not corrupt.
+    if (before % 2 != 0 || before == 0) continue;
     // Acquire loads (no fence: ThreadSanitizer does not model fences): the second load of
     // the sequence cannot move before them.
     for (std::size_t i = 0; i < kNumFields; ++i) {

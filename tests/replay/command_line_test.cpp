@@ -188,8 +188,15 @@ TEST(CommandLine, AnEmptyValueNeverTakesTheNextArgument) {
   EXPECT_EQ(usage_error({"--json=", "t.csv"}), "option --json needs a value");
   EXPECT_EQ(usage_error({"--allocators=", "t.csv"}), "option --allocators needs a value");
   EXPECT_EQ(usage_error({"--html", "--min-capacity", "t.csv"}),
-            "option --html needs a value, not the option '--min-capacity'");
-  EXPECT_EQ(usage_error({"-o", "--json", "x"}), "option -o needs a value, not the option '--json'");
+            "option --html needs a value, not the option '--min-capacity' (a value that starts "
+            "with '-' goes as --html=--min-capacity)");
+  EXPECT_NE(usage_error({"-o", "--json", "x"}).find("option -o needs a value, not the option"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--json=-x.json", "t.csv"}).json_path, "-x.json");
+  // A negative number is a value, refused by the option's own check with its own words.
+  EXPECT_EQ(usage_error({"--device", "-1"}), "--device needs a device number, got '-1'");
+  EXPECT_NE(usage_error({"--capacity-factor", "-1.5"}).find("--capacity-factor needs a number"),
+            std::string::npos);
   // "-" is still a value (stdout), and after -- anything is a trace.
   EXPECT_EQ(parse({"--json", "-", "t.csv"}).json_path, "-");
   EXPECT_EQ(parse({"--", "--json="}).traces, std::vector<std::string>{"--json="});
@@ -214,6 +221,13 @@ TEST(CommandLine, NoOutputOverwritesAnInputOrAnotherOutput) {
             "--memory-viz: allocator 'nocache' is named twice, and its pickles would overwrite "
             "each other");
   EXPECT_EQ(usage_error({"--memory-viz", "d", "a/x.csv", "b/y.csv"}), "");
+  // "--json t.csv" with no TRACE took the trace for the output and overwrote it.
+  EXPECT_EQ(usage_error({"--json", "t.csv"}),
+            "--json t.csv names a trace, and no TRACE is given: the output file comes first "
+            "(--json OUT t.csv)");
+  EXPECT_NE(usage_error({"--html", "snap.pickle"}).find("names a trace"), std::string::npos);
+  EXPECT_EQ(usage_error({"--json", "out.json"}), "");  // the synthetic workload's JSON
+  EXPECT_EQ(usage_error({"--json", "out.csv", "--synthetic", "steps:1"}), "");
 }
 
 TEST(CommandLine, VersionAndHelpAreFlags) {

@@ -41,10 +41,14 @@ void check_option_values(int argc, const char* const* argv) {
     }
     if (i + 1 == argc) throw UsageError("option " + std::string(name) + " needs a value");
     const std::string_view value = argv[++i];
-    // "-" is stdin or stdout; no value of these options starts with '-' otherwise.
-    if (value.size() > 1 && value.front() == '-') {
+    // "-" is stdin or stdout, and "-1" a number for the option's own check to refuse; any
+    // other word that starts with '-' is an option.
+    const bool number =
+        value.size() > 1 && ((value[1] >= '0' && value[1] <= '9') || value[1] == '.');
+    if (value.size() > 1 && value.front() == '-' && !number) {
       throw UsageError("option " + std::string(name) + " needs a value, not the option '" +
-                       std::string(value) + "'");
+                       std::string(value) + "' (a value that starts with '-' goes as " +
+                       std::string(name) + "=" + std::string(value) + ")");
     }
   }
 }
@@ -79,6 +83,15 @@ void check_output_paths(const CommandLine& line) {
   for (const auto& [option, path] : outputs) {
     if (!*path) continue;
     for (const std::string& trace : line.traces) refuse_same_file("a TRACE", trace, option, **path);
+    // "--json t.csv" alone takes the trace as the output (and replays the synthetic workload):
+    // a trace's file name as an output, with no TRACE given, is taken for that mistake.
+    const std::string& output = **path;
+    if (line.traces.empty() && !line.synthetic_spec && !line.convert_path &&
+        (output.ends_with(".csv") || output.ends_with(".pickle") || output.ends_with(".pkl"))) {
+      throw UsageError(std::string(option) + " " + output +
+                       " names a trace, and no TRACE is given: the output file comes first (" +
+                       option + " OUT " + output + ")");
+    }
   }
   if (line.json_path && line.html_path && same_file(*line.json_path, *line.html_path)) {
     throw UsageError("--json and --html name the same file, " + *line.html_path);
