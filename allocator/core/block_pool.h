@@ -131,9 +131,15 @@ class BlockPool {
   // merges and insertions would (spare blocks, room to recycle them, index nodes), so that
   // those make no host allocation. Throws std::bad_alloc before any change. Inline: on every
   // allocation and free, where all is nearly always there already.
-  // With `insertions`, for that many blocks inserted at once (the frees of a batch of
-  // completed stream events).
-  void reserve_host_memory(std::size_t insertions = 1) {
+  void reserve_host_memory() {
+    if (spare_.size() >= kSpareBlocks && spare_unmapped_nodes_.size() >= kSpareUnmappedNodes &&
+        free_.host_memory_reserved()) {
+      return;
+    }
+    reserve_host_memory_now(1);
+  }
+  // For `insertions` blocks inserted at once (the frees of a batch of completed stream events).
+  void reserve_host_memory(std::size_t insertions) {
     if (spare_.size() >= kSpareBlocks && spare_unmapped_nodes_.size() >= kSpareUnmappedNodes &&
         free_.host_memory_reserved(insertions)) {
       return;

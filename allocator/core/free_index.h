@@ -171,9 +171,12 @@ class FreeIndex {
   static std::size_t splits_for(std::size_t insertions) {
     return 1 + insertions / (kLeafCapacity / 2);
   }
-  bool host_memory_reserved(std::size_t insertions = 1) const {
+  bool host_memory_reserved(std::size_t insertions) const {
     const std::size_t splits = splits_for(insertions);
     return spare_leaves_.size() >= splits && leaves_.capacity() - leaves_.size() >= splits;
+  }
+  bool host_memory_reserved() const {  // one insertion: on every allocation and free
+    return !spare_leaves_.empty() && leaves_.capacity() != leaves_.size();
   }
   // Allocates what host_memory_reserved(insertions) asks for; throws std::bad_alloc before any
   // change to the index.
