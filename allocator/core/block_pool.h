@@ -132,19 +132,22 @@ class BlockPool {
   // those make no host allocation. Throws std::bad_alloc before any change. Inline: on every
   // allocation and free, where all is nearly always there already.
   void reserve_host_memory() {
-    if (spare_.size() >= kSpareBlocks && spare_unmapped_nodes_.size() >= kSpareUnmappedNodes &&
-        free_.host_memory_reserved()) {
-      return;
-    }
+    if (spare_.size() >= kSpareBlocks && free_.host_memory_reserved()) return;
     reserve_host_memory_now(1);
   }
   // For `insertions` blocks inserted at once (the frees of a batch of completed stream events).
   void reserve_host_memory(std::size_t insertions) {
-    if (spare_.size() >= kSpareBlocks && spare_unmapped_nodes_.size() >= kSpareUnmappedNodes &&
-        free_.host_memory_reserved(insertions)) {
+    if (spare_.size() >= kSpareBlocks && free_.host_memory_reserved(insertions)) return;
+    reserve_host_memory_now(insertions);
+  }
+  // ... and nodes for the unmapped index: before pages are mapped or unmapped, or a range is
+  // reserved (the only calls that insert unmapped stretches).
+  void reserve_host_memory_for_pages() {
+    if (spare_unmapped_nodes_.size() >= kSpareUnmappedNodes) {
+      reserve_host_memory();
       return;
     }
-    reserve_host_memory_now(insertions);
+    reserve_host_memory_now(1);
   }
 
  private:

@@ -6,7 +6,8 @@
 namespace cudacache {
 
 void FreeIndex::reserve_host_memory(std::size_t insertions) {
-  const std::size_t splits = splits_for(insertions);
+  const std::size_t splits = std::max(splits_for(insertions), spare_leaves_.size());
+  // Room among the leaves for every spare first (host_memory_reserved's invariant).
   if (leaves_.capacity() - leaves_.size() < splits) {
     leaves_.reserve(std::max(2 * leaves_.capacity(), leaves_.size() + splits));
   }
@@ -52,7 +53,9 @@ void FreeIndex::shrunk(std::size_t index) {
     Leaf& leaf = *leaves_[gone];
     if (leaf.previous != nullptr) leaf.previous->next = leaf.next;
     if (leaf.next != nullptr) leaf.next->previous = leaf.previous;
-    if (spare_leaves_.size() < spare_leaves_.capacity()) {  // kept for a split, if room
+    // Kept for a split, if room: its slot among the leaves is freed just below, which keeps
+    // host_memory_reserved's invariant.
+    if (spare_leaves_.size() < spare_leaves_.capacity()) {
       spare_leaves_.push_back(std::move(leaves_[gone]));
     }
     leaves_.erase(leaves_.begin() + static_cast<std::ptrdiff_t>(gone));

@@ -171,13 +171,12 @@ class FreeIndex {
   static std::size_t splits_for(std::size_t insertions) {
     return 1 + insertions / (kLeafCapacity / 2);
   }
+  // Every spare leaf has its room among the leaves (capacity - size >= spares: a split takes
+  // one of each, a leaf that goes gives back one of each), so the spares alone tell.
   bool host_memory_reserved(std::size_t insertions) const {
-    const std::size_t splits = splits_for(insertions);
-    return spare_leaves_.size() >= splits && leaves_.capacity() - leaves_.size() >= splits;
+    return spare_leaves_.size() >= splits_for(insertions);
   }
-  bool host_memory_reserved() const {  // one insertion: on every allocation and free
-    return !spare_leaves_.empty() && leaves_.capacity() != leaves_.size();
-  }
+  bool host_memory_reserved() const { return !spare_leaves_.empty(); }  // on every call
   // Allocates what host_memory_reserved(insertions) asks for; throws std::bad_alloc before any
   // change to the index.
   void reserve_host_memory(std::size_t insertions = 1);

@@ -110,6 +110,7 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
       std::max<std::size_t>({1, (reserved + page - 1) / page, (request.size + page - 1) / page});
   // Host memory before the addresses (Note [Host memory runs out] in device_allocator.h): what
   // throws after the reservation gives it back (the range's destructor).
+  pool.reserve_host_memory_for_pages();
   auto owned_segment = std::make_unique<Segment>();
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
@@ -139,7 +140,7 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
 
 bool DeviceAllocator::map_block(Block* block, std::size_t size, bool keep_out_of_pool) {
   BlockPool& pool = pool_of(*block);
-  pool.reserve_host_memory();  // before the pages: the splits and merges below allocate nothing
+  pool.reserve_host_memory_for_pages();  // before the pages: nothing below allocates
   ExpandableSegment& range = *block->segment->expandable;
   AddressRange mapped;
   bool complete = true;
@@ -177,7 +178,7 @@ Block* DeviceAllocator::unmap_block(Block* block, std::vector<Page>* kept) {
 Block* DeviceAllocator::unmap_block(Block* block, std::uintptr_t address, std::size_t size,
                                     std::vector<Page>* kept, bool stream_synchronized) {
   BlockPool& pool = pool_of(*block);
-  pool.reserve_host_memory();  // before the unmap: the splits and merges below allocate nothing
+  pool.reserve_host_memory_for_pages();  // before the unmap: nothing below allocates
   AddressRange unmapped;
   const cudaError_t error =
       block->segment->expandable->unmap(address, size, &unmapped, kept, stream_synchronized);
