@@ -1,5 +1,7 @@
 #include "stats_page.h"
 
+#include "utf8.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -121,16 +123,9 @@ bool read_slots_guarded(std::uint64_t* slots, std::uint32_t device_count, PageCo
 std::string valid_utf8(const std::string& text, std::size_t limit) {
   std::string out;
   for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t length = c < 0x80           ? 1
-                         : (c >> 5) == 0x6  ? 2
-                         : (c >> 4) == 0xe  ? 3
-                         : (c >> 3) == 0x1e ? 4
-                                            : 0;
-    bool valid = length > 0 && i + length <= text.size();
-    for (std::size_t k = 1; valid && k < length; ++k) {
-      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-    }
+    // utf8.h's rule, the JSON writers': an overlong form or a surrogate is no character.
+    std::size_t length = utf8_sequence_length(text, i);
+    const bool valid = length > 0;
     if (!valid) length = 1;
     if (out.size() + length > limit) break;
     if (valid) {

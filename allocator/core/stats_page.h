@@ -126,8 +126,9 @@ bool is_abandoned(int fd);
 // Removes `path`, the name of the open file `fd`, if no process holds its lock: the lock is
 // kept while the name is checked to still be that file and removed. False: held, or renamed.
 bool remove_if_abandoned(int fd, const std::string& path);
-// `text` as valid UTF-8 of at most `limit` bytes: invalid bytes become '?', a character that
-// does not fit whole is left out (JSON and Prometheus readers reject anything else).
+// `text` as valid UTF-8 of at most `limit` bytes (utf8.h's rule: no overlong forms, no
+// surrogates): invalid bytes become '?', a character that does not fit whole is left out (JSON
+// and Prometheus readers reject anything else).
 std::string valid_utf8(const std::string& text, std::size_t limit);
 // The command line of this process, for the header (valid UTF-8).
 std::string own_command_line();

@@ -90,6 +90,19 @@ struct ScratchPage {
   unsigned char* mapping = nullptr;
 };
 
+// Command lines go out as JSON and Prometheus labels: each byte that strict readers refuse is a
+// '?', overlong forms and surrogates included (they passed before: only their shape was
+// checked), and a character that does not fit the limit whole is left out.
+TEST(StatsPage, CommandLinesAreStrictUtf8) {
+  EXPECT_EQ(stats_page::valid_utf8("a\xc0\x80"
+                                   "b\xed\xa0\x80"
+                                   "c\xe9",
+                                   100),
+            "a??b???c?");
+  EXPECT_EQ(stats_page::valid_utf8("caf\xc3\xa9", 100), "caf\xc3\xa9");
+  EXPECT_EQ(stats_page::valid_utf8("caf\xc3\xa9", 4), "caf");
+}
+
 TEST(StatsPage, PageNamesArePrefixPidAndNumber) {
   EXPECT_TRUE(stats_page::is_page_name("cudacache-123-0"));
   EXPECT_TRUE(stats_page::is_page_name("cudacache-4194304-12"));
