@@ -237,6 +237,13 @@ TEST(CommandLine, VersionAndHelpAreFlags) {
   EXPECT_TRUE(parse({"-h"}).help);
   // Asking for the version or help is not spoilt by the rest of the line.
   EXPECT_TRUE(parse({"--version", "--convert", "x.pickle"}).version);
+  // ... nor by an option after it that lacks its value (argparse answers such a line too),
+  EXPECT_TRUE(parse({"--help", "--json"}).help);
+  EXPECT_TRUE(parse({"t.csv", "-h", "--capacity="}).help);
+  EXPECT_TRUE(parse({"--version", "--html"}).version);
+  // while an option before it still needs its value, and after -- it is a trace.
+  EXPECT_NE(usage_error({"--json", "--help"}).find("--json needs a value"), std::string::npos);
+  EXPECT_FALSE(parse({"--", "--help"}).help);
   EXPECT_EQ(version_text(), "cudacache-replay " CUDACACHE_PROJECT_VERSION "\n");
   EXPECT_EQ(tool_version(), CUDACACHE_PROJECT_VERSION);
   const std::string usage = usage_text();

@@ -152,8 +152,9 @@ TEST(PickleReader, StructuralErrors) {
 }
 
 TEST(PickleReader, DeepNestingNeitherCrashesNorLeaks) {
-  // A list nested a million levels deep: built and freed without recursion.
-  constexpr std::size_t kDepth = 1'000'000;
+  // A list nested 250,000 levels deep: built and freed without recursion (a recursive free
+  // would need tens of MiB of stack). Much deeper, it passes the reader's memory limit.
+  constexpr std::size_t kDepth = 250'000;
   std::string bytes = "\x80\x04";
   bytes.append(kDepth, ']');
   bytes.append(kDepth - 1, 'a');
@@ -163,6 +164,51 @@ TEST(PickleReader, DeepNestingNeitherCrashesNorLeaks) {
   for (const PickleValue* value = root.get(); !value->items.empty(); value = value->items[0].get())
     ++depth;
   EXPECT_EQ(depth, kDepth);
+}
+
+// Note [Memory of a hostile pickle]: values that cannot change are made once per pickle.
+TEST(PickleReader, UnchangingValuesAreShared) {
+  // [None, None, True, True, False, 7, 7, (), (), "", ""]
+  const std::string bytes =
+      std::string("\x80\x04(NN\x88\x88\x89K\x07K\x07))", 14) + std::string("\x8c\x00\x8c\x00l.", 6);
+  const PickleRef root = parse_pickle(bytes, "x.pickle");
+  ASSERT_EQ(root->items.size(), 11u);
+  const auto& items = root->items;
+  EXPECT_EQ(items[0]->kind, PickleValue::Kind::kNone);
+  EXPECT_EQ(items[0].get(), items[1].get());
+  EXPECT_TRUE(items[2]->boolean);
+  EXPECT_EQ(items[2].get(), items[3].get());
+  EXPECT_FALSE(items[4]->boolean);
+  EXPECT_NE(items[4].get(), items[2].get());
+  EXPECT_EQ(items[5]->integer, 7);
+  EXPECT_EQ(items[5].get(), items[6].get());
+  EXPECT_EQ(items[7]->kind, PickleValue::Kind::kTuple);
+  EXPECT_TRUE(items[7]->items.empty());
+  EXPECT_EQ(items[7].get(), items[8].get());
+  EXPECT_EQ(items[9]->kind, PickleValue::Kind::kString);
+  EXPECT_EQ(items[9]->text, "");
+  EXPECT_EQ(items[9].get(), items[10].get());
+  // Lists and dicts can change, so each is its own.
+  const PickleRef lists = parse_pickle(std::string("\x80\x04]]\x86.", 6), "x.pickle");
+  ASSERT_EQ(lists->items.size(), 2u);
+  EXPECT_NE(lists->items[0].get(), lists->items[1].get());
+}
+
+TEST(PickleReader, AHostilePickleIsRefusedBeforeItsMemoryIsSpent) {
+  // One EMPTY_LIST per byte: each list costs about 230 bytes, so a 1 MiB file would need about
+  // 230 MiB. Reading stops at the limit (64 MiB for a file this small), naming it.
+  std::string bytes = "\x80\x04";
+  bytes.append(std::size_t{1} << 20, ']');
+  bytes += '.';
+  const std::string error = error_of(bytes);
+  EXPECT_NE(error.find("more than 64 MiB of memory (64 x its size)"), std::string::npos) << error;
+  EXPECT_NE(error.find("is not one"), std::string::npos) << error;
+  // A million None in one list costs a reference each, within the limit (made one by one,
+  // as before the limit, they would pass it).
+  std::string nones = "\x80\x04(";
+  nones.append(1'000'000, 'N');
+  nones += "l.";
+  EXPECT_EQ(parse_pickle(nones, "x.pickle")->items.size(), 1'000'000u);
 }
 
 // Found by fuzz_snapshot_pickle: through the memo a list could be appended to itself, a cycle

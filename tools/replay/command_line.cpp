@@ -23,10 +23,14 @@ constexpr std::string_view kValueOptions[] = {"--allocators", "--capacity",  "--
                                               "--memory-viz", "--convert",   "-o",
                                               "--output",     "--device"};
 
-void check_option_values(int argc, const char* const* argv) {
+// Returns the -h/--help or --version that comes before any option without its value, if one
+// does: that request is answered whatever follows it (`--help --json` prints the usage, as
+// argparse does), while `--json --help` is --json without its value.
+std::string_view check_option_values(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view argument = argv[i];
-    if (argument == "--") return;  // traces only from here
+    if (argument == "--") return {};  // traces only from here
+    if (argument == "-h" || argument == "--help" || argument == "--version") return argument;
     const std::size_t equals = argument.find('=');
     const std::string_view name = argument.substr(0, equals);
     if (std::find(std::begin(kValueOptions), std::end(kValueOptions), name) ==
@@ -51,6 +55,7 @@ void check_option_values(int argc, const char* const* argv) {
                        std::string(name) + "=" + std::string(value) + ")");
     }
   }
+  return {};
 }
 
 // Whether two paths name one file: the same file when both exist, else the same absolute path.
@@ -289,7 +294,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_flag("--print-config", line.print_config);
   app.add_option("traces", line.traces);
 
-  check_option_values(argc, argv);
+  if (const std::string_view request = check_option_values(argc, argv); !request.empty()) {
+    (request == "--version" ? line.version : line.help) = true;
+    line.allocators = default_allocator_names();
+    return line;
+  }
   // CLI11's parse(vector) takes the arguments without the program name, last one first.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);

@@ -1,5 +1,7 @@
 #include "pickle_reader.h"
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdio>
 #include <unordered_map>
@@ -73,9 +75,30 @@ const char* object_opcode_name(unsigned char op) {
 
 constexpr int kHighestProtocol = 5;
 
+// Note [Memory of a hostile pickle]: most opcodes are one or two bytes, and each could make a
+// value of about 150 bytes, so a pickle of nothing but EMPTY_LIST or NONE opcodes needed about
+// 150 x its size to read (a 100 MB file, 15 GB). So None, True, False, the empty tuple and
+// string, and the integers 0-255 (BININT1) are made once per pickle and shared (they cannot
+// change), and what the reader holds is counted as it is made: past kMemoryPerInputByte x the
+// input's size (or kMemoryFloor, for small inputs), reading stops with an error that says so.
+// PyTorch's snapshots need a quarter of that or less: counted so, the 11 of
+// ../shared/traces/raw need 7.0 to 16.4 x their size (many small dicts and integers).
+constexpr std::size_t kMemoryPerInputByte = 64;
+constexpr std::size_t kMemoryFloor = std::size_t{64} << 20;
+// What is counted: a value with its control block and one reference to it; a list or dict
+// also has its place in containers_ and in refuse_cycles' marks; a memo entry; a reference
+// pushed by DUP or a memo get.
+constexpr std::size_t kValueBytes = sizeof(PickleValue) + 48;
+constexpr std::size_t kContainerBytes = 80;
+constexpr std::size_t kMemoEntryBytes = 64;
+constexpr std::size_t kReferenceBytes = sizeof(PickleRef);
+
 class Reader {
  public:
-  Reader(std::string_view bytes, const std::string& source) : bytes_(bytes), source_(source) {}
+  Reader(std::string_view bytes, const std::string& source)
+      : bytes_(bytes),
+        source_(source),
+        memory_limit_(std::max(kMemoryFloor, bytes.size() * kMemoryPerInputByte)) {}
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
   // After a failure the values may form cycles (see refuse_cycles), which shared_ptr never
@@ -137,13 +160,38 @@ class Reader {
     return static_cast<std::size_t>(length);
   }
 
+  // See Note [Memory of a hostile pickle].
+  void charge(std::size_t bytes) {
+    memory_ += bytes;
+    if (memory_ > memory_limit_) {
+      fail("reading this pickle would take more than " + std::to_string(memory_limit_ >> 20) +
+           " MiB of memory (" + std::to_string(kMemoryPerInputByte) +
+           " x its size): a PyTorch snapshot needs far less, so it is not one");
+    }
+  }
+
   PickleRef make(PickleValue::Kind kind) {
+    const bool container = kind == PickleValue::Kind::kList || kind == PickleValue::Kind::kDict;
+    charge(kValueBytes + (container ? kContainerBytes : 0));
     auto value = std::make_shared<PickleValue>();
     value->kind = kind;
-    if (kind == PickleValue::Kind::kList || kind == PickleValue::Kind::kDict) {
-      containers_.push_back(value);
-    }
+    if (container) containers_.push_back(value);
     return value;
+  }
+
+  // A value that cannot change, made once and shared (Note [Memory of a hostile pickle]).
+  PickleRef shared(PickleRef& slot, PickleValue::Kind kind) {
+    if (slot == nullptr) slot = make(kind);
+    charge(kReferenceBytes);
+    return slot;
+  }
+
+  void push_shared_int(std::uint8_t integer) {
+    PickleRef& slot = small_ints_[integer];
+    const bool fresh = slot == nullptr;
+    PickleRef value = shared(slot, PickleValue::Kind::kInt);
+    if (fresh) value->integer = integer;
+    stack_.push_back(std::move(value));
   }
 
   // Plain data has no cycles, but through the memo a pickle can append a list to itself; a
@@ -197,6 +245,11 @@ class Reader {
   }
 
   void push_string(std::string_view text) {
+    if (text.empty()) {
+      stack_.push_back(shared(empty_string_, PickleValue::Kind::kString));
+      return;
+    }
+    charge(text.size());
     PickleRef value = make(PickleValue::Kind::kString);
     value->text.assign(text);
     stack_.push_back(std::move(value));
@@ -252,6 +305,10 @@ class Reader {
   }
 
   void push_tuple(std::vector<PickleRef> items) {
+    if (items.empty()) {
+      stack_.push_back(shared(empty_tuple_, PickleValue::Kind::kTuple));
+      return;
+    }
     PickleRef tuple = make(PickleValue::Kind::kTuple);
     tuple->items = std::move(items);
     stack_.push_back(std::move(tuple));
@@ -259,12 +316,18 @@ class Reader {
 
   void memo_put(std::uint64_t index) {
     if (stack_.size() <= floor()) fail("memoizing an empty stack");
-    memo_[index] = stack_.back();
+    const auto [it, fresh] = memo_.try_emplace(index, stack_.back());
+    if (fresh) {
+      charge(kMemoEntryBytes);
+    } else {
+      it->second = stack_.back();
+    }
   }
 
   void memo_get(std::uint64_t index) {
     auto it = memo_.find(index);
     if (it == memo_.end()) fail("memo key " + std::to_string(index) + " was never stored");
+    charge(kReferenceBytes);
     stack_.push_back(it->second);
   }
 
@@ -281,24 +344,30 @@ class Reader {
         // Framing only groups opcodes for buffered reading; the content is read as is.
         take_unsigned_le(8);
         return;
-      case kMark: marks_.push_back(stack_.size()); return;
+      case kMark:
+        charge(sizeof(std::size_t));
+        marks_.push_back(stack_.size());
+        return;
       case kPop: pop(); return;
       case kPopMark: pop_to_mark(); return;
       case kDup: {
         if (stack_.size() <= floor()) fail("DUP of an empty stack");
+        charge(kReferenceBytes);
         stack_.push_back(stack_.back());
         return;
       }
-      case kNone: stack_.push_back(make(PickleValue::Kind::kNone)); return;
+      case kNone: stack_.push_back(shared(none_, PickleValue::Kind::kNone)); return;
       case kNewTrue:
       case kNewFalse: {
-        PickleRef value = make(PickleValue::Kind::kBool);
-        value->boolean = op == kNewTrue;
+        PickleRef& slot = op == kNewTrue ? true_ : false_;
+        const bool fresh = slot == nullptr;
+        PickleRef value = shared(slot, PickleValue::Kind::kBool);
+        if (fresh) value->boolean = op == kNewTrue;
         stack_.push_back(std::move(value));
         return;
       }
       case kBinInt: push_int(static_cast<std::int32_t>(take_unsigned_le(4))); return;
-      case kBinInt1: push_int(static_cast<std::int64_t>(take_unsigned_le(1))); return;
+      case kBinInt1: push_shared_int(static_cast<std::uint8_t>(take_unsigned_le(1))); return;
       case kBinInt2: push_int(static_cast<std::int64_t>(take_unsigned_le(2))); return;
       case kLong1: push_long(static_cast<std::size_t>(take_unsigned_le(1))); return;
       case kLong4: push_long(take_length(4)); return;
@@ -387,6 +456,11 @@ class Reader {
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, PickleRef> memo_;
   std::vector<PickleRef> containers_;  // every list and dict made, until STOP
+  // Note [Memory of a hostile pickle]: the values made once, and what has been counted.
+  PickleRef none_, true_, false_, empty_tuple_, empty_string_;
+  std::array<PickleRef, 256> small_ints_;
+  std::size_t memory_ = 0;
+  std::size_t memory_limit_;
 };
 
 }  // namespace
