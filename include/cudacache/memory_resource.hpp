@@ -65,7 +65,9 @@ class memory_resource {
   }
   void deallocate(void* ptr, std::size_t /*bytes*/,
                   std::size_t /*alignment*/ = kBlockAlignment) noexcept {
-    cudacache_deallocate(ptr);  // a pointer this resource gave out: cannot fail
+    // noexcept, as cuda::mr asks: a pointer it never gave out or one already freed is refused,
+    // nothing changes, and the reason is cudacache_last_error() on this thread.
+    cudacache_deallocate(ptr);
   }
 
   // Stream-ordered: the block belongs to `stream` (reused by work on it without waiting).
@@ -128,6 +130,7 @@ class device_allocator {
     return static_cast<T*>(
         memory_resource(device_).allocate_async(count * sizeof(T), alignof(T), stream_));
   }
+  // noexcept, as std::allocator's: a bad pointer is refused as by memory_resource::deallocate.
   void deallocate(T* ptr, std::size_t /*count*/) noexcept { cudacache_deallocate(ptr); }
 
   cudaStream_t stream() const noexcept { return stream_; }

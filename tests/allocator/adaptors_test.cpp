@@ -122,6 +122,29 @@ TEST_F(Adaptors, DeviceAllocatorThroughAllocatorTraits) {
   EXPECT_EQ(allocated_now(), 0);
 }
 
+// deallocate is noexcept (as std::allocator's and cuda::mr's): a pointer the adaptor never gave
+// out, or one already freed, cannot throw. It is refused as the C API refuses it: nothing
+// changes, and the reason is cudacache_last_error() on this thread, as the header says.
+TEST_F(Adaptors, ADoubleFreeThroughANoexceptDeallocateIsLeftInTheLastError) {
+  cudacache::memory_resource resource(0);
+  void* kept = resource.allocate(kMiB);
+  void* freed = resource.allocate(kMiB);
+  resource.deallocate(freed, kMiB);
+  EXPECT_EQ(allocated_now(), static_cast<std::int64_t>(kMiB));
+  resource.deallocate(freed, kMiB);  // the second free
+  EXPECT_NE(std::string(cudacache_last_error()).find("did not allocate (or already freed)"), std::string::npos)
+      << cudacache_last_error();
+  EXPECT_EQ(allocated_now(), static_cast<std::int64_t>(kMiB));  // the other block is intact
+  cudacache::device_allocator<float> allocator(nullptr, 0);
+  int local = 0;
+  allocator.deallocate(reinterpret_cast<float*>(&local), 1);  // never allocated here
+  EXPECT_NE(std::string(cudacache_last_error()).find("did not allocate (or already freed)"), std::string::npos)
+      << cudacache_last_error();
+  EXPECT_EQ(allocated_now(), static_cast<std::int64_t>(kMiB));
+  resource.deallocate(kept, kMiB);
+  EXPECT_EQ(allocated_now(), 0);
+}
+
 // A type aligned to 512 bytes gets a block (every block is aligned so); one aligned beyond is
 // refused by name, as memory_resource refuses that alignment, instead of being given a block
 // that breaks it (the allocator asked for 512 and got any 512-aligned block).
