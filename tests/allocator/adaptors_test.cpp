@@ -132,13 +132,15 @@ TEST_F(Adaptors, ADoubleFreeThroughANoexceptDeallocateIsLeftInTheLastError) {
   resource.deallocate(freed, kMiB);
   EXPECT_EQ(allocated_now(), static_cast<std::int64_t>(kMiB));
   resource.deallocate(freed, kMiB);  // the second free
-  EXPECT_NE(std::string(cudacache_last_error()).find("did not allocate (or already freed)"), std::string::npos)
+  EXPECT_NE(std::string(cudacache_last_error()).find("did not allocate (or already freed)"),
+            std::string::npos)
       << cudacache_last_error();
   EXPECT_EQ(allocated_now(), static_cast<std::int64_t>(kMiB));  // the other block is intact
   cudacache::device_allocator<float> allocator(nullptr, 0);
   int local = 0;
   allocator.deallocate(reinterpret_cast<float*>(&local), 1);  // never allocated here
-  EXPECT_NE(std::string(cudacache_last_error()).find("did not allocate (or already freed)"), std::string::npos)
+  EXPECT_NE(std::string(cudacache_last_error()).find("did not allocate (or already freed)"),
+            std::string::npos)
       << cudacache_last_error();
   EXPECT_EQ(allocated_now(), static_cast<std::int64_t>(kMiB));
   resource.deallocate(kept, kMiB);
