@@ -290,6 +290,12 @@ class DeviceAllocator {
     return room_page_;
   }
   static std::size_t largest_room_page_within(std::size_t limit);
+  // Note [Mapping ahead with room]: what a growth with room in the large pool maps, `need` (its
+  // 20 MiB steps) or a whole page of largest_room_page() when what is held stays within
+  // kAheadPerMille of the most in use.
+  static constexpr std::size_t kAheadPerMille = 1020;
+  std::size_t with_pages_ahead(const Block* block, std::size_t size, std::size_t need)
+      CUDACACHE_REQUIRES(mutex_);
   // The memory this allocator may use (the device, or the per_process_memory_fraction cap),
   // and what of it is free now, on the last reading of the device and the allocator's own
   // changes since (Note [Room without asking]). Inline, as bytes_held(): may_cut_page() asks

@@ -297,6 +297,38 @@ TEST_F(CudacachePolicy, WithRoomALargeDeviceCreatesAGrowthInFewerPages) {
   }
 }
 
+// Note [Mapping ahead with room]: once the program has had 4 GiB in use, a growth of 30 MiB maps
+// a whole 64 MiB page (1/1024 of a 64 GiB device), within 1.02 x that peak, and the next
+// request finds its memory mapped: no device call. Before such a peak the growth maps its 20 MiB
+// steps, as PyTorch does.
+TEST_F(CudacachePolicy, WithRoomAGrowthMapsAWholePageAheadWithinTheLimit) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{64} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  void* small = allocator.allocate(30 * kMiB, nullptr);  // nothing in use before: 40 MiB
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(40 * kMiB));
+  void* big = allocator.allocate(std::size_t{4} << 30, nullptr);
+  const std::int64_t held = reserved(allocator.stats());
+  const cudasim_call_counts before = sim_calls();
+  void* first = allocator.allocate(30 * kMiB, nullptr);
+  cudasim_call_counts counts = sim_calls();
+  EXPECT_EQ(counts.create, before.create + 1);
+  EXPECT_EQ(counts.map, before.map + 1);
+  EXPECT_EQ(counts.set_access, before.set_access + 1);
+  EXPECT_EQ(reserved(allocator.stats()), held + static_cast<std::int64_t>(64 * kMiB));
+  void* second = allocator.allocate(30 * kMiB, nullptr);  // in what was mapped ahead
+  counts = sim_calls();
+  EXPECT_EQ(counts.create, before.create + 1);
+  EXPECT_EQ(counts.map, before.map + 1);
+  EXPECT_EQ(reserved(allocator.stats()), held + static_cast<std::int64_t>(64 * kMiB));
+  // Within 1.02 x the most in use.
+  const MemoryStats stats = allocator.stats();
+  EXPECT_LE(reserved(stats) * 1000,
+            stats.active_bytes[kAllPools].peak * static_cast<std::int64_t>(1020));
+  EXPECT_EQ(sim_counters().in_use_bytes, static_cast<std::size_t>(reserved(stats)));
+  ASSERT_EQ(cudaMemset(second, 5, 30 * kMiB), cudaSuccess);  // mapped and accessible
+  for (void* p : {small, big, first, second}) allocator.deallocate(p);
+}
+
 // Note [Moving pages]: a growth that would end the room while the device has it is one large
 // request, not a device filling up: it is held to kHeldPerMille, with a free block's pages
 // moved to it instead of new ones created for all of it.
