@@ -201,7 +201,14 @@
 // 30.0 -> 33.6). Not kept: the extra moves leave the ranges' free memory in more blocks, and the
 // allocator's own time per event (bench_replay, side by side) went from 1.24 to 1.83 x the
 // native policy's on `nca3d` and from 1.67 to 2.14 on `qwen7b`, past the speed target on one
-// trace more.
+// trace more. Nor kept: moving, with room, only other ranges' free pages (the growing range
+// keeps its own where they are). `qwen7b`'s moves are all of pages freed a few dozen searches
+// before, memory its loop comes back to, so without them it replays in 1.09-1.18 x the native
+// policy's time (1.49-1.52 with them) and holds 1.096-1.100 x its peak on every device from 1.2 x
+// its peak to 80 GiB (1.090-1.141 with them); but a buffer grown step by step with a block kept
+// after each step, whose freed steps lie pinned between live blocks, then holds 2.2 x its peak,
+// as PyTorch's expandable segments do (1.03 x with them; the test
+// WithRoomTheGrowingRangesOwnFreePagesMoveToItPastTheHeldLimit).
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when

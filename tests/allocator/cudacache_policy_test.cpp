@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <thread>
@@ -350,6 +352,38 @@ TEST_F(CudacachePolicy, AGrowthThatWouldEndTheRoomIsHeldToTheLimit) {
   ASSERT_EQ(cudaMemset(c, 7, 300 * kMiB), cudaSuccess);
   allocator.deallocate(b);
   allocator.deallocate(c);
+}
+
+// Note [Moving pages]: with room, a growth past the held limit takes the free pages of its own
+// range too. A freed block pinned before a live one is memory a larger request cannot use in
+// place: its pages move to the growth instead of new ones being created beside them (a test
+// build that kept a range's own pages where they were held 2.2 x the peak on a buffer grown
+// step by step with a block kept after each step; PyTorch's expandable segments hold the same).
+TEST_F(CudacachePolicy, WithRoomTheGrowingRangesOwnFreePagesMoveToItPastTheHeldLimit) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);  // room, 20 MiB pages
+  DeviceAllocator allocator(0, options());
+  void* freed = allocator.allocate(200 * kMiB, nullptr);  // ten pages
+  void* pinned = allocator.allocate(40 * kMiB, nullptr);  // after it, live throughout
+  ASSERT_EQ(cudaMemset(pinned, 9, 40 * kMiB), cudaSuccess);
+  allocator.deallocate(freed);
+  const cudasim_call_counts before = sim_calls();
+  // 300 MiB does not fit in the 200 MiB freed; created whole, 540 MiB would be held for the
+  // 340 MiB in use, past 1.08 x.
+  void* larger = allocator.allocate(300 * kMiB, nullptr);
+  const cudasim_call_counts counts = sim_calls();
+  EXPECT_EQ(counts.unmap, before.unmap + 10);   // the freed block's pages, moved
+  EXPECT_EQ(counts.create, before.create + 5);  // only the 100 MiB they do not cover
+  EXPECT_EQ(counts.release, before.release);
+  EXPECT_EQ(counts.synchronize, before.synchronize + 1);  // the stream they leave, once
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(340 * kMiB));
+  EXPECT_EQ(sim_counters().in_use_bytes, 340 * kMiB);
+  ASSERT_EQ(cudaMemset(larger, 3, 300 * kMiB), cudaSuccess);  // mapped and accessible
+  std::vector<unsigned char> content(40 * kMiB);
+  ASSERT_EQ(cudaMemcpy(content.data(), pinned, content.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(std::count(content.begin(), content.end(), 9), static_cast<std::ptrdiff_t>(40 * kMiB));
+  allocator.deallocate(pinned);
+  allocator.deallocate(larger);
 }
 
 TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
