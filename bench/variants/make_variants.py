@@ -6,7 +6,8 @@ real traces nobody here has seen. These variants change what makes memory fragme
 keeping real allocation patterns: the sizes scaled (another model size, so every device-size
 threshold is crossed elsewhere), two workloads one after the other in one process (a phase
 change, the first one's live blocks kept), two interleaved on two streams (two models served
-side by side), and a KV cache grown by torch.cat at every decode step. Deterministic.
+side by side), and a KV cache grown by torch.cat at every decode step, alone and with each
+step's scores kept until the request ends. Deterministic.
 
     bench/variants/make_variants.py TRACES_DIR OUT_DIR
 """
@@ -83,10 +84,13 @@ def interleaved(first, second, seed):
     return rows
 
 
-def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128):
+def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128,
+                    kept_scores=0):
     """A decode loop that grows each layer's KV cache by one token with torch.cat: the new cache
     is allocated before the old one is freed, beside a small temporary; a logits buffer per
-    step; the caches dropped after each request; weights live throughout."""
+    step; the caches dropped after each request; weights live throughout. With `kept_scores`,
+    each step also keeps that many bytes of scores until its request ends (Hugging Face's
+    generate(output_scores=True)), allocated while the step's logits are live."""
     rows = []
     next_id = 0
 
@@ -102,6 +106,7 @@ def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 *
     weights = [alloc(50 << 20) for _ in range(layers)]
     for _ in range(requests):
         caches = [alloc(prompt * token_bytes) for _ in range(layers)]
+        scores = []
         for step in range(1, steps + 1):
             for layer in range(layers):
                 temporary = alloc(4096 * 2 * 8)
@@ -109,9 +114,14 @@ def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 *
                 free(caches[layer])
                 caches[layer] = grown
                 free(temporary)
-            free(alloc(32000 * 2 * 8))
+            logits = alloc(32000 * 2 * 8)
+            if kept_scores:
+                scores.append(alloc(kept_scores))
+            free(logits)
         for cache in caches:
             free(cache)
+        for kept in scores:
+            free(kept)
     for weight in weights:
         free(weight)
     return rows
@@ -142,6 +152,9 @@ def make_variants(traces, out):
             variants[f"two_streams_{short(first)}_{short(second)}"] = interleaved(
                 source(first), source(second), seed)
     variants["kv_cache_cat_decode"] = kv_cache_decode()
+    # float32 scores of a 32,000-token vocabulary for a batch of 16: 2,048,000 bytes, in the
+    # large pool, kept between the caches the loop frees.
+    variants["kv_cache_cat_kept_scores"] = kv_cache_decode(kept_scores=32000 * 4 * 16)
     for name, rows in variants.items():
         save(out / f"{name}.csv", rows)
     return sorted(variants)

@@ -86,6 +86,24 @@ class Variants(unittest.TestCase):
         self.assertEqual(rows[first_growth + 1][0], "free")  # the old cache after the new one
         self.assertEqual(rows[first_growth + 1][2], 40)
 
+    def test_kept_scores_live_until_their_request_ends(self):
+        rows = make_variants.kv_cache_decode(layers=2, steps=3, requests=2, token_bytes=10,
+                                             prompt=4, kept_scores=7)
+        self.assertTrue(replayable(rows))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)
+        kept = [k for k, r in enumerate(rows) if r[0] == "alloc" and r[2] == 7]
+        self.assertEqual(len(kept), 6)  # one per step of each request
+        # Each request's scores are freed together, after its last step's allocations.
+        ids = {rows[k][1] for k in kept[:3]}
+        frees = [k for k, r in enumerate(rows) if r[0] == "free" and r[1] in ids]
+        self.assertEqual(len(frees), 3)
+        self.assertGreater(min(frees), kept[2])
+        self.assertEqual(frees, list(range(frees[0], frees[0] + 3)))
+        without = make_variants.kv_cache_decode(layers=2, steps=3, requests=2, token_bytes=10,
+                                                prompt=4)
+        self.assertEqual([r[2] for r in rows if r[2] != 7], [r[2] for r in without])
+
     def test_only_variants_of_traces_present_are_written(self):
         with tempfile.TemporaryDirectory() as folder:
             traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
@@ -94,8 +112,8 @@ class Variants(unittest.TestCase):
             make_variants.save(traces / "decomfl_zo_federated_opt_finetune.csv", OTHER)
             names = make_variants.make_variants(traces, out)
             self.assertEqual(names, ["concat_decomfl_bert", "kv_cache_cat_decode",
-                                     "scaled_bert_x2.7", "scaled_decomfl_x3.3",
-                                     "two_streams_bert_decomfl"])
+                                     "kv_cache_cat_kept_scores", "scaled_bert_x2.7",
+                                     "scaled_decomfl_x3.3", "two_streams_bert_decomfl"])
             self.assertEqual(make_variants.load(out / "scaled_bert_x2.7.csv"),
                              make_variants.scaled(SMALL, 2.7))
             for name in names:
