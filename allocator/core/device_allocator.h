@@ -275,6 +275,9 @@ class DeviceAllocator {
   // Whether holding `need` more bytes for a request of `size` bytes would hold more than
   // kHeldPerMille of the most in use at once (the request counted in).
   bool beyond_held_limit(std::size_t need, std::size_t size) const CUDACACHE_REQUIRES(mutex_);
+  // Whether less than 1/kWholePageShare of the large pool's free memory lies in whole pages
+  // (Note [Moves need whole pages]).
+  bool free_memory_mostly_in_shared_pages() const CUDACACHE_REQUIRES(mutex_);
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);

@@ -386,6 +386,39 @@ TEST_F(CudacachePolicy, WithRoomTheGrowingRangesOwnFreePagesMoveToItPastTheHeldL
   allocator.deallocate(larger);
 }
 
+// Note [Moves need whole pages]: with room, no page moves while less than a quarter of the
+// free memory lies in whole pages. Here ten freed 15 MiB blocks each share their 20 MiB pages
+// with live neighbours (150 MiB free, none of it movable) and one freed 40 MiB block holds two
+// whole pages: 40 of 195 MiB. A 100 MiB request past the held limit then creates its pages and
+// leaves those two where the program freed them; once a third of the free memory lies in whole
+// pages, the same request moves them.
+TEST_F(CudacachePolicy, WithRoomNoPageMovesWhileMostFreeMemoryIsInSharedPages) {
+  for (const bool mostly_shared : {true, false}) {
+    SCOPED_TRACE(mostly_shared);
+    ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);  // room, 20 MiB pages
+    DeviceAllocator allocator(0, options());
+    std::vector<void*> blocks;
+    for (int i = 0; i < 20; ++i) blocks.push_back(allocator.allocate(15 * kMiB, nullptr));
+    void* whole = allocator.allocate(40 * kMiB, nullptr);  // two pages of its own
+    void* last = allocator.allocate(15 * kMiB, nullptr);
+    const int freed = mostly_shared ? 10 : 4;  // every other block: each keeps live neighbours
+    for (int i = 0; i < 2 * freed; i += 2)
+      allocator.deallocate(blocks[static_cast<std::size_t>(i)]);
+    allocator.deallocate(whole);
+    const cudasim_call_counts before = sim_calls();
+    void* request = allocator.allocate(100 * kMiB, nullptr);
+    const cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(counts.unmap, before.unmap + (mostly_shared ? 0u : 2u));
+    EXPECT_EQ(counts.create, before.create + (mostly_shared ? 5u : 3u));
+    ASSERT_EQ(cudaMemset(request, 1, 100 * kMiB), cudaSuccess);
+    allocator.deallocate(request);
+    allocator.deallocate(last);
+    for (int i = 0; i < 20; ++i) {
+      if (i % 2 == 1 || i >= 2 * freed) allocator.deallocate(blocks[static_cast<std::size_t>(i)]);
+    }
+  }
+}
+
 TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
   DeviceAllocator allocator(0, options());
   void* kept = allocator.allocate(1 * kMiB, nullptr);
