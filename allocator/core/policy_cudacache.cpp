@@ -207,7 +207,8 @@
 // before, memory its loop comes back to, so without them it replays in 1.09-1.18 x the native
 // policy's time (1.49-1.52 with them) and holds 1.096-1.100 x its peak on every device from 1.2 x
 // its peak to 80 GiB (1.090-1.141 with them); but a buffer grown step by step with a block kept
-// after each step, whose freed steps lie pinned between live blocks, then holds 2.2 x its peak,
+// after each step (100 MiB grown by 10 MiB a step for 59 steps, a 4 MiB block allocated and
+// kept after each), whose freed steps lie pinned between live blocks, then holds 2.2 x its peak,
 // as PyTorch's expandable segments do (1.03 x with them; the test
 // WithRoomTheGrowingRangesOwnFreePagesMoveToItPastTheHeldLimit).
 //
@@ -222,13 +223,11 @@
 // their scores (each new cache 256 KiB longer than the one just freed, so it never fits there)
 // the moves took a page out of each just-freed cache, and held memory spiralled: 1.334 x its
 // peak, against the expandable segments' 1.130. Measured side by side (cudacache-replay, the 11
-// real traces, the 14 variants and three fragmentation patterns of our own, default device):
+// real traces, the 14 variants and the pinned buffer of Note [The held limit], default device):
 // that trace 1.334 -> 1.196 x its peak with calls 65.1 -> 32.4 ms (torch-expandable 44.8), 4 x
-// its peak 1.152 -> 1.070, random churn of 2-256 MiB blocks 1.158 -> 1.105 (PyTorch's expandable
-// segments 1.211); every other trace, the smallest devices, devices of 1.02 / 1.2 / 2 x the peak
-// and `qwen7b` at every size unchanged. A share of 1/10 left the KV cache at 1.290 x; 1/2 took
-// a two-stream variant to 1.170 x and a buffer pinned by kept blocks (the test
-// WithRoomTheGrowingRangesOwnFreePagesMoveToItPastTheHeldLimit's pattern) to 1.096 x.
+// its peak 1.152 -> 1.070; every other trace, the smallest devices, devices of 1.02 / 1.2 / 2 x
+// the peak and `qwen7b` at every size unchanged. A share of 1/10 left the KV cache at 1.290 x;
+// 1/2 took a two-stream variant to 1.170 x and the pinned buffer to 1.096 x.
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when
