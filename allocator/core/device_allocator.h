@@ -245,6 +245,14 @@ class DeviceAllocator {
   std::optional<std::pair<std::uintptr_t, Page>> page_to_cut(const Block* block,
                                                              const Request& request) const
       CUDACACHE_REQUIRES(mutex_);
+  // Far from the limit (at least 1/kShareFarDivisor of the memory this allocator may use
+  // left), a request predicted short-lived that would cut a page of one block, leaving at most
+  // 1/kShareRestDivisor of its own size free in the page after its end, takes the page uncut:
+  // it becomes a shared page (Note [Pages of one block]).
+  static constexpr std::size_t kShareFarDivisor = 4;
+  static constexpr std::size_t kShareRestDivisor = 2;
+  bool shares_page_uncut(const Block* block, const Request& request, std::uintptr_t address,
+                         const Page& page) const CUDACACHE_REQUIRES(mutex_);
   // Near a full device (less than 1/kAvoidCutDivisor of the memory this allocator may use
   // left), a request that would cut a page takes instead the smallest of the next kAvoidCutScan
   // free blocks large enough that needs no cut (Note [Pages of one block]).

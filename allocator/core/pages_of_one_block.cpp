@@ -33,6 +33,25 @@
 //   (taking such a block whenever a cut would be made) the calls fell as much, but what was held
 //   on devices of 1.2-2 x the peak grew (`qwen7b` 1.096 -> 1.19-1.28 x, `nca3d` 1.07 -> 1.14-1.27
 //   x): a larger block taken leaves its own page free while the next growth creates pages.
+// - Far from the limit (at least 1/kShareFarDivisor of the memory this allocator may use
+//   left), a request predicted short-lived (Note [Lifetime classes]) whose end would cut a page
+//   of one block, leaving at most 1/kShareRestDivisor of its own size free in the page after
+//   it, takes the page uncut; the page becomes a shared one (the bullet below bounds those near
+//   the limit). A program whose shapes change with every request (dynamic shapes: bench/
+//   variants' `variable_length_inference`) reuses its pages with blocks of other sizes all the
+//   time, and each reuse was a cut. Measured side by side (cudacache-replay, the 11 real traces
+//   and bench/variants.sh's 15): that variant's estimated calls on devices of 1.2 / 2 / 4 x its
+//   peak fell from 156 / 135 / 80 to 115 / 76 / 40 ms (PyTorch's expandable segments: 14.7)
+//   and at 1.02 x from 198 to 167 (48.0); the 26 traces' calls at 1.2-4 x from 8,220 to 7,933
+//   ms in all, at 1.02 x from 4,153 to 4,117; no smallest device and nothing held changed, on
+//   any device size. Measured and not kept: leaving up to the block's own size free (1/1),
+//   `dit`'s smallest device grew from 1.0002 to 1.0037 x its peak (pages of 190 MiB shared with
+//   96 MiB blocks, their rests then taken by blocks that outlived them); up to 1/4 or 1/8 of it,
+//   less gain (at 1.02 x the 26 traces' calls even rose, to 4,183 ms at 1/4); any request, not
+//   only a short-lived one (and filling at least 3/4 of the page), `nca3d` 1.0019 -> 1.0657 and
+//   `qwen7b` 1.0020 -> 1.0478 and out of memory at 1.02 x; from half the memory left, less gain
+//   (8,077 ms at 1.2-4 x); from an eighth, `nca3d` 1.0019 -> 1.0028 and the variant 1.0021 ->
+//   1.0037.
 // - A shared page (made while the device had room, up to 1/1024 of it: Note [Fewer pages with
 //   room]; or when more was free) that is larger than one made now is cut the same way where a
 //   request would end inside it, once the device has less than kNearFullPages times the page's
@@ -87,6 +106,18 @@ std::optional<std::pair<std::uintptr_t, Page>> DeviceAllocator::page_to_cut(
   return cut;
 }
 
+bool DeviceAllocator::shares_page_uncut(const Block* block, const Request& request,
+                                        std::uintptr_t address, const Page& page) const {
+  // The page's rest after the request's end stays free beside a block that is predicted to be
+  // freed soon, and is at most half of what the block takes; far from the limit nothing is
+  // short of that memory meanwhile, and the block's free makes the page whole and free again.
+  const std::uintptr_t end = block->address + request.size;
+  const std::size_t rest = address + page.size - end;
+  return page.exclusive && request.lifetime == Lifetime::kShort && device_reading_.valid &&
+         estimated_available() >= memory_limit() / kShareFarDivisor &&
+         rest <= request.size / kShareRestDivisor;
+}
+
 Block* DeviceAllocator::block_without_cut(const Request& request) const {
   // Far from the limit a cut costs little against what a larger block would hold (what is
   // held stays near what is used); near it, each cut is calls that an existing block saves.
@@ -115,6 +146,10 @@ Block* DeviceAllocator::fit_own_pages(Block* block, const Request& request) {
   for (int round = 0; block != nullptr && round < kMaxCutRounds; ++round) {
     const auto cut = page_to_cut(block, request);
     if (!cut) return block;
+    if (shares_page_uncut(block, request, cut->first, cut->second)) {
+      block->segment->expandable->share_page(cut->first);
+      return block;
+    }
     if (Block* other = block_without_cut(request)) {
       request.pool->erase(other);
       request.pool->insert(block);

@@ -187,6 +187,13 @@ std::optional<std::pair<std::uintptr_t, Page>> ExpandableSegment::page_across(
   return *it;
 }
 
+void ExpandableSegment::share_page(std::uintptr_t address) {
+  const auto it = pages_.find(address);
+  if (it == pages_.end() || !it->second.exclusive) return;
+  it->second.exclusive = false;
+  --exclusive_pages_;
+}
+
 cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
                                      AddressRange* unmapped, std::vector<Page>* kept,
                                      bool stream_synchronized) {

@@ -91,6 +91,9 @@ class ExpandableSegment {
   std::optional<std::pair<std::uintptr_t, Page>> page_across(std::uintptr_t point) const;
   // Whether any mapped page is a page of one block (no lookup needed when none is).
   bool has_exclusive_pages() const { return exclusive_pages_ != 0; }
+  // The mapped page at `address` is no longer a page of one block: it may hold a block and free
+  // memory beside it, as any shared page (nothing when it was not one).
+  void share_page(std::uintptr_t address);
   // Unmaps the pages wholly inside [address, address + size), after synchronizing the
   // segment's stream, and releases them, or hands them to *kept when it is not null.
   // *unmapped is the range unmapped (empty when no whole page lies inside, then no device call

@@ -6,8 +6,9 @@ real traces nobody here has seen. These variants change what makes memory fragme
 keeping real allocation patterns: the sizes scaled (another model size, so every device-size
 threshold is crossed elsewhere), two workloads one after the other in one process (a phase
 change, the first one's live blocks kept), two interleaved on two streams (two models served
-side by side), and a KV cache grown by torch.cat at every decode step, alone and with each
-step's scores kept until the request ends. Deterministic.
+side by side), a KV cache grown by torch.cat at every decode step, alone and with each
+step's scores kept until the request ends, and an encoder serving requests of random shapes
+(dynamic shapes: a request's blocks rarely have the sizes of the last one's). Deterministic.
 
     bench/variants/make_variants.py TRACES_DIR OUT_DIR
 """
@@ -127,6 +128,60 @@ def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 *
     return rows
 
 
+def variable_length_inference(layers=24, hidden=1024, heads=16, vocab=30522, requests=200, seed=3):
+    """A BERT-large-like encoder serving requests of random shape (batch 1-32, 16-512 tokens), one
+    after another, in half precision: every activation's size follows the request's tokens, the
+    attention scores' their square, so that a request's blocks rarely have the sizes of the
+    last one's. Weights live throughout; each layer frees its temporaries as soon as an
+    inference forward no longer needs them, and the output is freed once copied to the host."""
+    rows = []
+    next_id = 0
+    rnd = random.Random(seed)
+
+    def alloc(size):
+        nonlocal next_id
+        rows.append(("alloc", next_id, size, 0))
+        next_id += 1
+        return (next_id - 1, size)
+
+    def free(*blocks):
+        for block in blocks:
+            rows.append(("free", block[0], block[1], 0))
+
+    weights = [alloc(vocab * hidden * 2)]
+    for _ in range(layers):
+        weights += [alloc(3 * hidden * hidden * 2), alloc(hidden * hidden * 2),
+                    alloc(4 * hidden * hidden * 2), alloc(4 * hidden * hidden * 2)]
+    for _ in range(requests):
+        batch, tokens = rnd.randint(1, 32), rnd.randint(16, 512)
+        act = batch * tokens * hidden * 2
+        ids = alloc(batch * tokens * 8)
+        x = alloc(act)
+        free(ids)
+        for _ in range(layers):
+            qkv = alloc(3 * act)
+            scores = alloc(batch * heads * tokens * tokens * 2)
+            probs = alloc(batch * heads * tokens * tokens * 2)
+            free(scores)
+            context = alloc(act)
+            free(probs, qkv)
+            attention = alloc(act)
+            free(context)
+            normed = alloc(act)
+            free(attention, x)
+            up = alloc(4 * act)
+            activated = alloc(4 * act)
+            free(up)
+            down = alloc(act)
+            free(activated)
+            x = alloc(act)
+            free(down, normed)
+        pooled = alloc(batch * hidden * 2)
+        free(x, pooled)
+    free(*weights)
+    return rows
+
+
 def make_variants(traces, out):
     """Writes every variant whose source traces are in `traces`; returns their names."""
     traces, out = pathlib.Path(traces), pathlib.Path(out)
@@ -155,6 +210,7 @@ def make_variants(traces, out):
     # float32 scores of a 32,000-token vocabulary for a batch of 16: 2,048,000 bytes, in the
     # large pool, kept between the caches the loop frees.
     variants["kv_cache_cat_kept_scores"] = kv_cache_decode(kept_scores=32000 * 4 * 16)
+    variants["variable_length_inference"] = variable_length_inference()
     for name, rows in variants.items():
         save(out / f"{name}.csv", rows)
     return sorted(variants)

@@ -150,6 +150,46 @@ TEST_F(PagesOfOneBlock, NearAFullDeviceAnotherFreeBlockIsTakenRatherThanCuttingA
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Far from the limit, a request predicted short-lived that would end inside a free page of one
+// block, leaving at most half its size free after it, takes the page uncut: a cut costs an
+// unmap, a release and up to three creates, and the block is freed soon. A request with no
+// prediction in the same place cuts the page, and so does a short-lived one near the limit.
+TEST_F(PagesOfOneBlock, FarFromTheLimitAShortLivedRequestTakesAPageOfOneBlockUncut) {
+  ASSERT_EQ(cudasim_set_capacity(0, 256 * kMiB), 0);  // no room: a growth leaves < 216 MiB
+  const ScopedStream other;
+  enum class Case { kShortFar, kUnknownFar, kShortNear };
+  for (const Case c : {Case::kShortFar, Case::kUnknownFar, Case::kShortNear}) {
+    SCOPED_TRACE(static_cast<int>(c));
+    DeviceAllocator allocator(0, options());
+    void* big = allocator.allocate(61 * kMiB, nullptr);  // a 60 MiB page of its own + granule
+    // Near the limit: less than a quarter of the device left in the end (about 136 MiB else).
+    void* filler = c == Case::kShortNear ? allocator.allocate(80 * kMiB, other) : nullptr;
+    // Blocks of 57 MiB that each live one allocation: the third one's context (57 MiB after two
+    // of 57 MiB) is then known short-lived. Reused whole: no page is cut meanwhile.
+    for (int i = 0; i < 3; ++i) allocator.deallocate(allocator.allocate(57 * kMiB, nullptr));
+    allocator.deallocate(big);  // one free block from the page's start
+    const std::size_t size = c == Case::kUnknownFar ? 57 * kMiB + 512 : 57 * kMiB;
+    const cudasim_call_counts before = sim_calls();
+    void* reused = allocator.allocate(size, nullptr);
+    const cudasim_call_counts counts = sim_calls();
+    EXPECT_EQ(reused, big);  // it ends 3 MiB before the page does
+    const unsigned cuts = c == Case::kShortFar ? 0 : 1;
+    EXPECT_EQ(counts.unmap, before.unmap + cuts);
+    EXPECT_EQ(counts.release, before.release + cuts);
+    EXPECT_EQ(counts.create, before.create + 3 * cuts);  // 56 MiB, the end granule, the rest
+    ASSERT_EQ(cudaMemset(reused, 6, size), cudaSuccess);
+    // The rest of the page serves like any free memory beside the block.
+    void* rest = allocator.allocate(2 * kMiB, nullptr);
+    ASSERT_EQ(cudaMemset(rest, 7, 2 * kMiB), cudaSuccess);
+    EXPECT_TRUE(holds(reused, size, 6));
+    EXPECT_EQ(static_cast<std::uint64_t>(reserved(allocator.stats())), sim_counters().in_use_bytes);
+    for (void* block : {rest, reused, filler}) {
+      if (block != nullptr) allocator.deallocate(block);
+    }
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // A move that needs less than a free page of one block takes it off the page's end: the page's
 // block keeps the front, which then serves a request of its size with no device call.
 TEST_F(PagesOfOneBlock, AMoveCutsWhatItNeedsOffTheEndOfALargerPage) {

@@ -104,6 +104,33 @@ class Variants(unittest.TestCase):
                                                 prompt=4)
         self.assertEqual([r[2] for r in rows if r[2] != 7], [r[2] for r in without])
 
+    def test_variable_length_requests_change_every_size_and_keep_the_weights(self):
+        def make():
+            return make_variants.variable_length_inference(layers=2, hidden=8, heads=2,
+                                                           vocab=10, requests=5, seed=1)
+        rows = make()
+        self.assertTrue(replayable(rows))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)  # nothing is left live at the end
+        weights = 1 + 4 * 2  # the embedding and four matrices a layer
+        self.assertTrue(all(op == "alloc" for op, *_ in rows[:weights]))
+        self.assertEqual(sorted(i for op, i, *_ in rows[-weights:] if op == "free"),
+                         list(range(weights)))
+        # Every request makes the same events (its token ids, the layers, the pooled output),
+        # of sizes that follow its shape: an activation is its token ids' size x hidden / 4
+        # (2 bytes an element against 8 a token id).
+        requests = rows[weights:-weights]
+        per_request = len(requests) // 5
+        self.assertEqual(per_request * 5, len(requests))
+        shapes = set()
+        for k in range(5):
+            request = requests[k * per_request:(k + 1) * per_request]
+            token_ids, activation = request[0][2], request[1][2]
+            self.assertEqual(activation, token_ids * 8 // 4)
+            shapes.add(token_ids)
+        self.assertEqual(len(shapes), 5)  # no two requests of one shape
+        self.assertEqual(rows, make())  # deterministic
+
     def test_only_variants_of_traces_present_are_written(self):
         with tempfile.TemporaryDirectory() as folder:
             traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
@@ -113,7 +140,8 @@ class Variants(unittest.TestCase):
             names = make_variants.make_variants(traces, out)
             self.assertEqual(names, ["concat_decomfl_bert", "kv_cache_cat_decode",
                                      "kv_cache_cat_kept_scores", "scaled_bert_x2.7",
-                                     "scaled_decomfl_x3.3", "two_streams_bert_decomfl"])
+                                     "scaled_decomfl_x3.3", "two_streams_bert_decomfl",
+                                     "variable_length_inference"])
             self.assertEqual(make_variants.load(out / "scaled_bert_x2.7.csv"),
                              make_variants.scaled(SMALL, 2.7))
             for name in names:
