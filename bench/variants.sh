@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue #11's targets on traces the policy was not tuned on (bench/variants/make_variants.py:
-# the real traces scaled, run one after another, interleaved on two streams, and a torch.cat
-# KV cache), with the same rules as bench/RESULTS.md's table of targets. Release build, on
-# cudasim; about 15 s on 2 cores after the build.
+# the real traces scaled, run one after another, interleaved on two streams, a torch.cat KV
+# cache, and an encoder serving requests of random shapes), with the same rules as bench/RESULTS.md's table of targets, and how it compares with
+# PyTorch's expandable segments on a device of twice the peak. Release build, on cudasim; about
+# 20 s on 2 cores after the build.
 #
 #   bench/variants.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail
@@ -26,4 +27,6 @@ replay=build/release/tools/replay/cudacache-replay
   --json "$work/min.json" "$work"/traces/*.csv >/dev/null
 "$replay" --capacity-factor 1.02 --allocators cudacache,pytorch,pytorch-expandable,cub,nocache \
   --json "$work/pressure.json" "$work"/traces/*.csv >/dev/null
-python3 bench/variants/check_targets.py "$work/min.json" "$work/pressure.json"
+"$replay" --capacity-factor 2 --allocators cudacache,pytorch-expandable \
+  --json "$work/twice.json" "$work"/traces/*.csv >/dev/null
+python3 bench/variants/check_targets.py "$work/min.json" "$work/pressure.json" "$work/twice.json"

@@ -3,9 +3,12 @@
 (--min-capacity), held memory and calls with room (the same run's default device), and calls on
 a device of 1.02 x the peak (--capacity-factor 1.02). Prints a Markdown table and the count of
 traces missing each target. The rules are bench/RESULTS.md's ("The targets of cudacache's own
-policy"); te is pytorch-expandable.
+policy"); te is pytorch-expandable. With a third run (--capacity-factor 2, cudacache and
+pytorch-expandable), it also compares the two on a device of twice the peak, a GPU somewhat
+larger than the program needs: not one of the targets, but where a policy tuned for a device
+that never refuses and one just above the peak can do worst.
 
-    check_targets.py MIN_CAPACITY_JSON PRESSURE_JSON
+    check_targets.py MIN_CAPACITY_JSON PRESSURE_JSON [TWICE_THE_PEAK_JSON]
 """
 
 import json
@@ -84,8 +87,40 @@ def check(minimum, pressure):
     return rows, misses, means
 
 
+def twice_the_peak(run):
+    """One line comparing cudacache with te on each trace of a --capacity-factor 2 run: calls
+    (in all, and the traces where cudacache's cost more) and held memory (the traces where
+    cudacache holds more, by more than 0.1 %), each with its worst trace."""
+    calls = {"cudacache": 0.0, "pytorch-expandable": 0.0}
+    dearer, fuller = [], []
+    for trace in run["traces"]:
+        cc, te = result(trace, "cudacache"), result(trace, "pytorch-expandable")
+        if cc["oom"] or te["oom"]:
+            continue  # a device twice the peak refuses no trace that completes at all
+        for allocator, r in (("cudacache", cc), ("pytorch-expandable", te)):
+            calls[allocator] += r["estimated_device_call_seconds"] * 1e3
+        ratio = cc["estimated_device_call_seconds"] / max(te["estimated_device_call_seconds"], 1e-12)
+        if ratio > 1:
+            dearer.append((ratio, trace["name"], cc, te))
+        if cc["reserved_over_requested"] > te["reserved_over_requested"] * 1.001:
+            fuller.append((cc["reserved_over_requested"] / te["reserved_over_requested"],
+                           trace["name"], cc, te))
+    line = (f"On a device of 2 x the peak (not a target): calls {calls['cudacache']:,.1f} ms in "
+            f"all against te's {calls['pytorch-expandable']:,.1f}, above te's on {len(dearer)}")
+    if dearer:
+        _, name, cc, te = max(dearer)
+        line += (f" (most: `{name}`, {cc['estimated_device_call_seconds'] * 1e3:.1f} against "
+                 f"{te['estimated_device_call_seconds'] * 1e3:.1f} ms)")
+    line += f"; holding more than te on {len(fuller)}"
+    if fuller:
+        _, name, cc, te = max(fuller)
+        line += (f" (most: `{name}`, {cc['reserved_over_requested']:.3f} against "
+                 f"{te['reserved_over_requested']:.3f} x the peak)")
+    return line + "."
+
+
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     try:
@@ -94,6 +129,10 @@ def main(argv):
         with open(argv[2]) as f:
             pressure = json.load(f)
         rows, misses, means = check(minimum, pressure)
+        twice = None
+        if len(argv) == 4:
+            with open(argv[3]) as f:
+                twice = twice_the_peak(json.load(f))
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"check_targets.py: {error}", file=sys.stderr)
         return 2
@@ -105,6 +144,8 @@ def main(argv):
           f"te {means['pytorch-expandable']:.4f}, cub {means['cub']:.4f}.")
     print(f"Traces missing each target, of {len(rows)}: "
           + ", ".join(f"{key} {count}" for key, count in misses.items()) + ".")
+    if twice is not None:
+        print(twice)
     return 0
 
 

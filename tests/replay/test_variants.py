@@ -287,6 +287,23 @@ class Targets(unittest.TestCase):
         _, misses, _ = check_targets.check(minimum, pressure)
         self.assertEqual(misses["calls under pressure"], 0)
 
+    def test_twice_the_peak_counts_dearer_calls_and_fuller_devices_with_the_worst(self):
+        def twice(name, cc_seconds, te_seconds, cc_held, te_held, oom=False):
+            return trace(name, [result("cudacache", 0, reserved=cc_held, seconds=cc_seconds,
+                                       oom=oom),
+                                result("pytorch-expandable", 0, reserved=te_held,
+                                       seconds=te_seconds)])
+        run = {"traces": [twice("a", 0.030, 0.010, 1.05, 1.05),   # 3 x te's calls
+                          twice("b", 0.020, 0.010, 1.20, 1.10),   # 2 x, and holds more
+                          twice("c", 0.005, 0.010, 1.1005, 1.10),  # within 0.1 %: not more
+                          twice("d", 9.0, 0.010, 9.0, 1.0, oom=True)]}  # left out
+        line = check_targets.twice_the_peak(run)
+        self.assertIn("calls 55.0 ms in all against te's 30.0, above te's on 2", line)
+        self.assertIn("(most: `a`, 30.0 against 10.0 ms)", line)
+        self.assertIn("holding more than te on 1 (most: `b`, 1.200 against 1.100", line)
+        line = check_targets.twice_the_peak({"traces": [twice("c", 0.005, 0.010, 1.0, 1.0)]})
+        self.assertTrue(line.endswith("above te's on 0; holding more than te on 0."), line)
+
     def test_a_missing_allocator_or_trace_is_a_clear_error(self):
         minimum, pressure = runs(1002 << 20)
         pressure["traces"][0]["name"] = "other"
@@ -303,6 +320,20 @@ class Targets(unittest.TestCase):
                                  capture_output=True, text=True)
             self.assertEqual(run.returncode, 2)
             self.assertIn("check_targets.py:", run.stderr)
+            # A third run without te's results is named, not a crash.
+            good_min, good_pressure = (pathlib.Path(folder, n) for n in ("min.json", "p.json"))
+            minimum, pressure = runs(1002 << 20)
+            good_min.write_text(json.dumps(minimum))
+            good_pressure.write_text(json.dumps(pressure))
+            third = pathlib.Path(folder, "twice.json")
+            third.write_text(json.dumps({"traces": [trace("t", [result("cudacache", 0)])]}))
+            run = subprocess.run([sys.executable, VARIANTS / "check_targets.py", good_min,
+                                  good_pressure, third], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("no result for pytorch-expandable", run.stderr)
+            run = subprocess.run([sys.executable, VARIANTS / "check_targets.py", good_min,
+                                  good_pressure], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
 
 
 if __name__ == "__main__":
