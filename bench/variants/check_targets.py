@@ -90,13 +90,15 @@ def check(minimum, pressure):
 def twice_the_peak(run):
     """One line comparing cudacache with te on each trace of a --capacity-factor 2 run: calls
     (in all, and the traces where cudacache's cost more) and held memory (the traces where
-    cudacache holds more, by more than 0.1 %), each with its worst trace."""
+    cudacache holds more, by more than 0.1 %), each with its worst trace; a trace either ran out
+    of memory on is named as left out."""
     calls = {"cudacache": 0.0, "pytorch-expandable": 0.0}
-    dearer, fuller = [], []
+    dearer, fuller, refused = [], [], []
     for trace in run["traces"]:
         cc, te = result(trace, "cudacache"), result(trace, "pytorch-expandable")
         if cc["oom"] or te["oom"]:
-            continue  # a device twice the peak refuses no trace that completes at all
+            refused.append(trace["name"])  # not compared: named at the end of the line
+            continue
         for allocator, r in (("cudacache", cc), ("pytorch-expandable", te)):
             calls[allocator] += r["estimated_device_call_seconds"] * 1e3
         ratio = cc["estimated_device_call_seconds"] / max(te["estimated_device_call_seconds"], 1e-12)
@@ -116,6 +118,8 @@ def twice_the_peak(run):
         _, name, cc, te = max(fuller)
         line += (f" (most: `{name}`, {cc['reserved_over_requested']:.3f} against "
                  f"{te['reserved_over_requested']:.3f} x the peak)")
+    if refused:
+        line += f"; left out, out of memory: {', '.join(f'`{name}`' for name in refused)}"
     return line + "."
 
 

@@ -301,6 +301,7 @@ class Targets(unittest.TestCase):
         self.assertIn("calls 55.0 ms in all against te's 30.0, above te's on 2", line)
         self.assertIn("(most: `a`, 30.0 against 10.0 ms)", line)
         self.assertIn("holding more than te on 1 (most: `b`, 1.200 against 1.100", line)
+        self.assertTrue(line.endswith("; left out, out of memory: `d`."), line)
         line = check_targets.twice_the_peak({"traces": [twice("c", 0.005, 0.010, 1.0, 1.0)]})
         self.assertTrue(line.endswith("above te's on 0; holding more than te on 0."), line)
 
