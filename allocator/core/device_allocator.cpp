@@ -180,7 +180,7 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   request.requested = size;
   request.size = round_size(size, options_.roundup_power2_divisions);
   request.stream = stream;
-  request.pool = pool_for(request.size) == PoolKind::kSmall ? &small_pool_ : &large_pool_;
+  request.pool = &pool_for_request(request.size);
   // Note [Host memory runs out]. A growth's maps and moves' unmaps reserve their own pool's.
   request.pool->reserve_host_memory();
   // Note [Lifetime classes]: only the large pool's blocks are placed by lifetime.

@@ -143,6 +143,12 @@ class DeviceAllocator {
     return reserved_total_ <= limit / 32 * kSeparateLifetimes32nds ? request.lifetime
                                                                    : Lifetime::kUnknown;
   }
+  // Note [Blocks under a granule] in policy_cudacache.cpp: cudacache's policy serves a request
+  // larger than the small pool's 1 MiB but under one 2 MiB granule from the small pool.
+  BlockPool& pool_for_request(std::size_t rounded_size) CUDACACHE_REQUIRES(mutex_) {
+    const bool under_granule = policy_ == PlacementPolicy::kCudacache && rounded_size < kSmallPage;
+    return pool_for(rounded_size) == PoolKind::kSmall || under_granule ? small_pool_ : large_pool_;
+  }
   // New device memory for the request: a segment, or pages of an expandable segment.
   Block* grow(Request& request, bool is_retry) CUDACACHE_REQUIRES(mutex_);
   // Waits for pending stream events, then returns every free segment, or with pages every
@@ -275,6 +281,11 @@ class DeviceAllocator {
   // fit, then one new page), then 2 MiB granules (moved, then new) for the block's end.
   bool take_own_pages(std::size_t need, std::size_t whole, std::vector<Page>* pages)
       CUDACACHE_REQUIRES(mutex_);
+  // A growth in the small pool for a request larger than 1 MiB (Note [Blocks under a granule]):
+  // the bytes it maps for `size` (at least `need`) and the size of the pages it creates.
+  std::pair<std::size_t, std::size_t> under_granule_growth(const Block* block, std::size_t size,
+                                                           bool room, std::size_t need) const
+      CUDACACHE_REQUIRES(mutex_);
   // Whether a growth of `bytes` leaves the device room (Note [Room without asking]).
   bool device_has_room(std::size_t bytes) CUDACACHE_REQUIRES(mutex_);
   // Whether the device has room before any growth, on the last reading and this allocator's
@@ -391,6 +402,8 @@ class DeviceAllocator {
   // map_gathered_pages' list of pages to map, kept between growths (no host malloc per growth).
   std::vector<Page> growth_pages_ CUDACACHE_GUARDED_BY(mutex_);
   bool new_pages_only_ CUDACACHE_GUARDED_BY(mutex_) = false;  // during grow_in_new_pages
+  // During allocate_expandable for a request larger than 1 MiB in the small pool.
+  bool growth_under_granule_ CUDACACHE_GUARDED_BY(mutex_) = false;
   // The most bytes ever in use (allocated or pending) at once; not reset with the peak stats.
   std::size_t peak_active_bytes_ CUDACACHE_GUARDED_BY(mutex_) = 0;
   // The device's memory as cudaMemGetInfo last said (or as assumed before the first reading),

@@ -43,6 +43,8 @@
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
 // - Blocks are placed by their predicted lifetime (Note [Lifetime classes]).
+// - A block of more than 1 MiB but under one 2 MiB granule is served from the small pool
+//   (Note [Blocks under a granule]).
 // So memory a program no longer uses goes where it is needed instead of being held, and a
 // steady loop, which finds its blocks free, makes no device call after its first step.
 //
@@ -143,7 +145,7 @@
 //   `concat_cs336_small_gcn` 1.0028 -> 1.0021, `scaled_cs336_medium_x1.6` 1.0088 -> 1.0084),
 //   no other changed, and the calls on devices of 1.02 to 4 x the peak did not change
 //   (1/2 of what is left: the same but 1.0004 and 1.0088; 1/8: the same as 1/4).
-// The small pool's pages are always 2 MiB, as PyTorch's.
+// The small pool's pages are 2 MiB, as PyTorch's, but those of Note [Blocks under a granule].
 //
 // Note [Fewer pages with room]: with room, a growth in the large pool still maps whole 20 MiB steps
 // (what it holds is PyTorch's), but creates them as pages of up to 1/kDevicePageDivisor of the
@@ -228,6 +230,41 @@
 // its peak 1.152 -> 1.070; every other trace, the smallest devices, devices of 1.02 / 1.2 / 2 x
 // the peak and `qwen7b` at every size unchanged. A share of 1/10 left the KV cache at 1.290 x;
 // 1/2 took a two-stream variant to 1.170 x and the pinned buffer to 1.096 x.
+//
+// Note [Blocks under a granule]: a request of more than 1 MiB (the small pool's largest) but
+// under one 2 MiB granule is served from the small pool's ranges; PyTorch's large pool takes
+// it. Among large blocks such a block shares a granule with them at each end, and where it
+// outlives them the pages around it can be neither moved nor released: on bench/variants.sh's
+// KV cache whose steps keep their scores (a 1.95 MiB block kept after each step, beside caches
+// that grow by 256 KiB a step), 129 MiB of free memory lay in pages that also held a live
+// block when a device of 1.02 x its peak ran out. In the small pool's ranges such a block
+// shares pages only with blocks of at most its size. A growth for it:
+// - with room, maps one page of up to 1/kDevicePageDivisor of the memory this allocator may use
+//   (2 to 20 MiB) while what is held stays within kHeldPerMille of the most in use: a program
+//   that keeps such a block after each step (that KV cache) would otherwise pay a create per
+//   block;
+// - without room, creates the large pool's pages (Note [Pages shrink as the device fills]).
+// memory_stats() counts these blocks in the small pool's keys, as their ranges; policy:pytorch
+// keeps PyTorch's split at 1 MiB. Measured side by side (cudacache-replay, the 11 real traces
+// and bench/variants.sh's 15; smallest device, default device, devices of 1.02 / 1.2 / 2 / 4 x
+// the peak; 2026-12-05):
+// - the 11 real traces: nothing changed but `gcn`'s smallest device, 1.0019 -> 1.0021 x its
+//   peak (CUB 1.0009), and `dit`'s calls, 42.2 -> 43.8 ms with room (torch-expandable 225.6),
+//   101.4 -> 103.3 at 1.02 x;
+// - that KV cache: smallest device 1.0300 -> 1.0046 x its peak (CUB 1.0057), held with room
+//   1.196 -> 1.020 x (torch-expandable 1.130), calls with room 32.4 -> 34.7 ms (44.8); on a
+//   device of 1.02 x its peak it completes (334.6 ms) where it ran out of memory, on 1.2 / 2 x
+//   its calls fall from 442 / 261 to 206 / 89 ms;
+// - `scaled_cs336_small_x0.45` (912 blocks of 1.01 MiB) needs 1.0061 x its peak instead of
+//   1.0122 and holds 1.076 instead of 1.056 with room, `scaled_nca3d_x0.21` 1.0034 instead of
+//   1.0044, `variable_length_inference` holds 1.080 instead of 1.064;
+// - the 26 traces' calls on devices of 1.2 / 2 / 4 x the peak: 3,693 / 2,602 / 1,638 ms ->
+//   3,459 / 2,439 / 1,647.
+// Not kept: requests of exactly 2 MiB too (`eor` held 1.046 -> 1.104 x its peak with room and
+// made more calls than torch-expandable, `bert`'s smallest device 1.0020 -> 1.0029); pages
+// ahead for every growth of the small pool (`scaled_qwen7b_x1.7` 1.0025 -> 1.0031, past CUB's
+// 1.0005); no pages ahead (the KV cache's calls with room 115.6 ms); 2 MiB pages without room
+// (its calls on a device of 4 x its peak 99.1 ms instead of 43.0; torch-expandable 44.8).
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when
@@ -411,6 +448,10 @@ bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, Addre
         room || block->segment->pool != PoolKind::kLarge ? 0 : own_page_bytes(size, page);
     if (own > 0) {
       *complete = take_own_pages(std::min(block->size, round_up(size, kSmallPage)), own, &pages);
+    } else if (growth_under_granule_) {
+      const auto [need, created_page] =
+          under_granule_growth(block, size, room, std::min(block->size, round_up(size, page)));
+      *complete = take_pages(need, block->size, created_page, whole, &pages);
     } else {
       const bool large_with_room = room && block->segment->pool == PoolKind::kLarge;
       std::size_t need = std::min(block->size, round_up(size, page));
@@ -437,6 +478,28 @@ bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, Addre
     report::cuda_error("mapping pages", device_, error);
   }
   return true;
+}
+
+std::pair<std::size_t, std::size_t> DeviceAllocator::under_granule_growth(const Block* block,
+                                                                          std::size_t size,
+                                                                          bool room,
+                                                                          std::size_t need) const {
+  // See Note [Blocks under a granule]. Without room: the large pool's pages (Note [Pages shrink
+  // as the device fills]), so that a program filling the device with such blocks pays one
+  // create per page of that size, not one per 2 MiB.
+  if (!room) {
+    const std::size_t page = growth_page(PoolKind::kLarge, /*room=*/false);
+    return {std::min(block->size, round_up(size, page)), page};
+  }
+  // With room: one page of up to 1/kDevicePageDivisor of the memory this allocator may use (2 to
+  // 20 MiB), while what is held stays within kHeldPerMille of the most in use.
+  const std::size_t ahead =
+      std::min(block->size, round_up(size, page_within(memory_limit(), kDevicePageDivisor)));
+  const std::size_t in_use =
+      std::max(static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
+               peak_active_bytes_);
+  if (ahead > need && (reserved_total_ + ahead) * 1000 <= in_use * kHeldPerMille) need = ahead;
+  return {need, need};
 }
 
 bool DeviceAllocator::device_has_room(std::size_t bytes) {

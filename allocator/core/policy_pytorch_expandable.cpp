@@ -34,6 +34,11 @@ std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(val
 Block* DeviceAllocator::allocate_expandable(const Request& request) {
   Block* candidate = find_expandable_block(request);
   if (candidate == nullptr) return nullptr;
+  struct UnderGranule {  // Note [Blocks under a granule]; reset also when the growth throws
+    bool& flag;
+    ~UnderGranule() { flag = false; }
+  } scope{growth_under_granule_};
+  growth_under_granule_ = request.pool == &small_pool_ && request.size > kSmallSize;
   if (policy_ == PlacementPolicy::kCudacache) gather_pages(candidate, request.size);
   // Pages moved for this request and not mapped stay in moved_pages_ for the next step of the
   // out-of-memory ladder; find_or_create_block releases what is left.

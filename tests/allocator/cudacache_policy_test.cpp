@@ -597,7 +597,7 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
     DeviceAllocator allocator(
         0, Options(std::string("policy:cudacache,per_process_memory_fraction:") + fraction));
     const cudasim_call_counts before = sim_calls();
-    void* p = allocator.allocate(1 * kMiB + 1, nullptr);  // large pool: one page, with room
+    void* p = allocator.allocate(2 * kMiB, nullptr);  // large pool: one page, with room
     EXPECT_EQ(sim_calls().create, before.create + 1);
     EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(page));
     allocator.deallocate(p);
@@ -673,7 +673,7 @@ TEST_F(CudacachePolicy, ASmallDeviceGetsSmallPages) {
 
 TEST_F(CudacachePolicy, OutOfMemoryReportsFreeMemoryInPartialPages) {
   ASSERT_EQ(cudasim_set_capacity(0, 12 * kMiB), 0);
-  constexpr std::size_t kBlock = 3 * kMiB / 2;  // large pool, never a whole page
+  constexpr std::size_t kBlock = 3 * kMiB / 2;  // never a whole page
   DeviceAllocator allocator(0, options());
   std::vector<void*> blocks;
   for (int i = 0; i < 8; ++i) blocks.push_back(allocator.allocate(kBlock, nullptr));
@@ -692,6 +692,68 @@ TEST_F(CudacachePolicy, OutOfMemoryReportsFreeMemoryInPartialPages) {
     EXPECT_EQ(message.find("max_split_size_mb"), std::string::npos) << message;
   }
   for (int i = 0; i < 8; i += 2) allocator.deallocate(blocks[i]);
+}
+
+// Note [Blocks under a granule]: a block of more than 1 MiB but under 2 MiB comes from the small
+// pool, so it shares no page with a large block; PyTorch's policies keep it in the large pool.
+TEST_F(CudacachePolicy, ABlockUnderAGranuleSharesNoPageWithLargeBlocks) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
+  for (const std::string conf : {"policy:cudacache", "policy:pytorch,expandable_segments:True"}) {
+    SCOPED_TRACE(conf);
+    const bool ours = conf == "policy:cudacache";
+    DeviceAllocator allocator(0, Options(conf));
+    void* large = allocator.allocate(21 * kMiB, nullptr);
+    void* under = allocator.allocate(3 * kMiB / 2, nullptr);
+    const MemoryStats stats = allocator.stats();
+    const auto under_bytes = static_cast<std::int64_t>(3 * kMiB / 2);
+    EXPECT_EQ(stats.allocated_bytes[kSmallPool].current, ours ? under_bytes : 0);
+    EXPECT_EQ(stats.allocated_bytes[kLargePool].current,
+              static_cast<std::int64_t>(21 * kMiB) + (ours ? 0 : under_bytes));
+    // Once the large block is freed, all of its pages can go back to the device.
+    allocator.deallocate(large);
+    allocator.empty_cache();
+    if (ours) {
+      EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(2 * kMiB));
+    } else {
+      EXPECT_GT(reserved(allocator.stats()), static_cast<std::int64_t>(2 * kMiB));
+    }
+    allocator.deallocate(under);
+  }
+}
+
+// With room, a growth for a block under a granule maps one page of up to 1/1024 of the device
+// (8 MiB here) while what is held stays within 1.08 x the most in use: blocks kept one after
+// another share creates instead of paying one each.
+TEST_F(CudacachePolicy, WithRoomBlocksUnderAGranuleShareTheirPagesCreates) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  void* large = allocator.allocate(400 * kMiB, nullptr);  // 1.08 x of it leaves room for pages
+  const std::int64_t held = reserved(allocator.stats());
+  const cudasim_call_counts before = sim_calls();
+  std::vector<void*> kept;
+  for (int i = 0; i < 8; ++i) kept.push_back(allocator.allocate(1900 * 1024, nullptr));
+  EXPECT_EQ(sim_calls().create, before.create + 2);  // 8 MiB each, four blocks to a page
+  EXPECT_EQ(reserved(allocator.stats()), held + static_cast<std::int64_t>(16 * kMiB));
+  for (void* block : kept) allocator.deallocate(block);
+  allocator.deallocate(large);
+}
+
+// Without room, such a growth creates the large pool's pages (Note [Pages shrink as the device
+// fills]): with 2 GiB of an 8 GiB device left, 8 MiB (1/1024 of the device), not 2 MiB.
+TEST_F(CudacachePolicy, WithoutRoomBlocksUnderAGranuleGetTheLargePoolsPages) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  void* large = allocator.allocate(std::size_t{6} << 30, nullptr);
+  ASSERT_LE(reserved(allocator.stats()),
+            static_cast<std::int64_t>((std::size_t{6} << 30) + 20 * kMiB));
+  const std::int64_t held = reserved(allocator.stats());
+  const cudasim_call_counts before = sim_calls();
+  std::vector<void*> kept;
+  for (int i = 0; i < 4; ++i) kept.push_back(allocator.allocate(1900 * 1024, nullptr));
+  EXPECT_EQ(sim_calls().create, before.create + 1);
+  EXPECT_EQ(reserved(allocator.stats()), held + static_cast<std::int64_t>(8 * kMiB));
+  for (void* block : kept) allocator.deallocate(block);
+  allocator.deallocate(large);
 }
 
 TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {
