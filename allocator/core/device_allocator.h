@@ -294,6 +294,8 @@ class DeviceAllocator {
   // Whether holding `need` more bytes for a request of `size` bytes would hold more than
   // kHeldPerMille of the most in use at once (the request counted in).
   bool beyond_held_limit(std::size_t need, std::size_t size) const CUDACACHE_REQUIRES(mutex_);
+  // The most in use at once, counting a request of `size` bytes in: the limits' measure.
+  std::size_t most_in_use(std::size_t size) const CUDACACHE_REQUIRES(mutex_);
   // Whether less than 1/kWholePageShare of the large pool's free memory lies in whole pages
   // (Note [Moves need whole pages]).
   bool free_memory_mostly_in_shared_pages() const CUDACACHE_REQUIRES(mutex_);

@@ -351,10 +351,7 @@ std::size_t DeviceAllocator::with_pages_ahead(const Block* block, std::size_t si
   // See Note [Mapping ahead with room]. `size` counts as in use: it is what the growth serves.
   const std::size_t ahead = std::min(block->size, round_up(size, largest_room_page()));
   if (ahead <= need) return need;
-  const std::size_t in_use =
-      std::max(static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
-               peak_active_bytes_);
-  return (reserved_total_ + ahead) * 1000 <= in_use * kAheadPerMille ? ahead : need;
+  return (reserved_total_ + ahead) * 1000 <= most_in_use(size) * kAheadPerMille ? ahead : need;
 }
 
 bool DeviceAllocator::room_before_growth() const {
@@ -374,11 +371,13 @@ bool DeviceAllocator::free_memory_mostly_in_shared_pages() const {
   return in_whole_pages * kWholePageShare < free_bytes;
 }
 
+std::size_t DeviceAllocator::most_in_use(std::size_t size) const {
+  return std::max(static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
+                  peak_active_bytes_);
+}
+
 bool DeviceAllocator::beyond_held_limit(std::size_t need, std::size_t size) const {
-  const auto active = std::max<std::size_t>(
-      static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
-      peak_active_bytes_);
-  return (reserved_total_ + need) * 1000 > active * kHeldPerMille;
+  return (reserved_total_ + need) * 1000 > most_in_use(size) * kHeldPerMille;
 }
 
 Block* DeviceAllocator::grow_in_new_pages(Request& request) {
@@ -495,10 +494,7 @@ std::pair<std::size_t, std::size_t> DeviceAllocator::under_granule_growth(const 
   // 20 MiB), while what is held stays within kHeldPerMille of the most in use.
   const std::size_t ahead =
       std::min(block->size, round_up(size, page_within(memory_limit(), kDevicePageDivisor)));
-  const std::size_t in_use =
-      std::max(static_cast<std::size_t>(stats_.values().active_bytes[kAllPools].current) + size,
-               peak_active_bytes_);
-  if (ahead > need && (reserved_total_ + ahead) * 1000 <= in_use * kHeldPerMille) need = ahead;
+  if (ahead > need && !beyond_held_limit(ahead, size)) need = ahead;
   return {need, need};
 }
 
