@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cudasim.h"
 #include "require_cudasim.h"
@@ -64,6 +67,57 @@ TEST_F(Replayer, ALimitBetweenTwoStepsIsTriedItself) {
   EXPECT_EQ(find_min_capacity(trace, "nocache", 5 * kMiB).bytes, 5 * kMiB);
   EXPECT_EQ(find_min_capacity(trace, "nocache", 80 * kGiB).bytes, 6 * kMiB);
   EXPECT_FALSE(find_min_capacity(trace, "nocache", 4 * kMiB + 1).bytes);
+}
+
+// Note [Smallest device]: the search over a predicate, with no replay. A device is "completes"
+// from 204 MiB on but for the sizes in `fails`; the peak is 200 MiB.
+struct FakeDevice {
+  std::vector<std::uint64_t> fails;  // MiB
+  std::size_t calls = 0;
+  bool operator()(std::uint64_t bytes) {
+    ++calls;
+    const std::uint64_t mib = bytes / kMiB;
+    return mib >= 204 && std::find(fails.begin(), fails.end(), mib) == fails.end();
+  }
+};
+
+MinCapacity search(FakeDevice& device, std::uint64_t limit = 80 * kGiB) {
+  return find_min_capacity([&](std::uint64_t bytes) { return device(bytes); }, 200 * kMiB, limit);
+}
+
+TEST(MinCapacitySearch, AMonotonicDeviceGivesTheFirstThatCompletes) {
+  FakeDevice device;
+  const MinCapacity found = search(device);
+  EXPECT_EQ(found.bytes, 204 * kMiB);
+  EXPECT_EQ(found.replays, device.calls);
+}
+
+TEST(MinCapacitySearch, ADeviceThatFailsAboveTheBisectedOneIsNoAnswer) {
+  // Bisection lands on 204 MiB; 206 and 210 MiB fail: the answer is the first size from which
+  // every checked one completes.
+  FakeDevice device{{206, 210}};
+  EXPECT_EQ(search(device).bytes, 212 * kMiB);
+}
+
+TEST(MinCapacitySearch, EveryStepOfTheWindowIsChecked) {
+  // 8 steps (16 MiB) above 204 MiB are checked (0.5 % of 102 steps is less): a failure on the
+  // eighth counts, one on the tenth is outside the window (the ninth, 222 MiB, is a size the
+  // bisection itself tries).
+  EXPECT_EQ(verified_steps(102), 8u);
+  FakeDevice eighth{{204 + 2 * 8}};
+  EXPECT_EQ(search(eighth).bytes, (204 + 2 * 9) * kMiB);
+  FakeDevice tenth{{204 + 2 * 10}};
+  EXPECT_EQ(search(tenth).bytes, 204 * kMiB);
+  // Larger devices check 0.5 % of their steps: 20,000 steps (40 GiB), 100.
+  EXPECT_EQ(verified_steps(20000), 100u);
+}
+
+TEST(MinCapacitySearch, AFailureOnTheLimitItselfFindsNothing) {
+  FakeDevice device{{212}};
+  EXPECT_FALSE(search(device, 212 * kMiB).bytes);
+  // Below the failure the limit cuts the check short: what completes up to it is the answer.
+  FakeDevice below{{220}};
+  EXPECT_EQ(search(below, 212 * kMiB).bytes, 204 * kMiB);
 }
 
 TEST_F(Replayer, ProgressReachesTheEnd) {

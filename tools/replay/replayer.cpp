@@ -164,34 +164,62 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
 
 MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
                               std::uint64_t upper_limit, const ProgressCallback& progress) {
+  return find_min_capacity(
+      [&](std::uint64_t capacity) {
+        return !replay_trace(trace, allocator_name, capacity, progress).oom;
+      },
+      trace.peak_requested_bytes, upper_limit);
+}
+
+std::uint64_t verified_steps(std::uint64_t steps) {
+  constexpr std::uint64_t kLeast = 8;
+  constexpr std::uint64_t kPerThousand = 5;
+  return std::max(kLeast, (steps * kPerThousand + 999) / 1000);
+}
+
+MinCapacity find_min_capacity(const std::function<bool(std::uint64_t)>& completes,
+                              std::uint64_t peak_requested_bytes, std::uint64_t upper_limit) {
   MinCapacity found;
-  auto completes = [&](std::uint64_t capacity) {
-    ++found.replays;
-    return !replay_trace(trace, allocator_name, capacity, progress).oom;
-  };
   // Capacities are k * resolution, and the limit itself as the last (a limit that is no multiple
   // of the resolution was rounded down, and a trace that completed on it was "not found").
   // `failing` is a k known (or proven) to fail, `passing` one known to complete.
   const std::uint64_t step = kCapacityResolution;
   const auto capacity_of = [&](std::uint64_t k) { return std::min(k * step, upper_limit); };
-  const std::uint64_t floor_steps = round_up(trace.peak_requested_bytes, step) / step;
+  const auto completes_at = [&](std::uint64_t k) {
+    ++found.replays;
+    return completes(capacity_of(k));
+  };
+  const std::uint64_t floor_steps = round_up(peak_requested_bytes, step) / step;
   std::uint64_t failing = floor_steps == 0 ? 0 : floor_steps - 1;  // below the peak: impossible
   const std::uint64_t limit_steps = upper_limit / step + (upper_limit % step != 0 ? 1 : 0);
   std::uint64_t passing = std::min(std::max<std::uint64_t>(2 * floor_steps, 1), limit_steps);
   if (passing <= failing) return found;  // the limit is below the workload's floor
-  while (!completes(capacity_of(passing))) {
+  while (!completes_at(passing)) {
     if (passing >= limit_steps) return found;
     failing = passing;
     passing = std::min(2 * passing, limit_steps);
   }
   while (passing - failing > 1) {
     const std::uint64_t middle = failing + (passing - failing) / 2;
-    if (completes(capacity_of(middle))) {
+    if (completes_at(middle)) {
       passing = middle;
     } else {
       failing = middle;
     }
   }
+  // Note [Smallest device]: checked upward. `verified` counts the steps from `passing` on that
+  // completed; a failure makes the next step the candidate, not yet run.
+  std::uint64_t verified = 1;
+  for (std::uint64_t k = passing + 1; k <= limit_steps && verified <= verified_steps(passing);
+       ++k) {
+    if (completes_at(k)) {
+      ++verified;
+    } else {
+      passing = k + 1;
+      verified = 0;
+    }
+  }
+  if (passing > limit_steps) return found;  // it failed on the limit itself
   found.bytes = capacity_of(passing);
   return found;
 }

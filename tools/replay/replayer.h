@@ -104,11 +104,22 @@ struct MinCapacity {
   std::size_t replays = 0;
 };
 
-// The smallest multiple of kCapacityResolution on which the whole trace completes without
-// OOM, by bisection between the peak requested bytes (nothing smaller can work) and a size
-// where it completes (found by doubling from 2x the peak, up to `upper_limit`). Assumes
-// success is monotonic in capacity: the answer completes and one step below it fails.
+// Note [Smallest device]: the smallest multiple of kCapacityResolution on which the whole trace
+// completes without OOM and so does every size above it up to verified_steps() steps larger
+// (or `upper_limit`). Found by bisection between the peak requested bytes (nothing smaller can
+// work) and a size where it completes (by doubling from 2x the peak, up to `upper_limit`), then
+// checked upward. Success need not be monotonic in capacity: a policy whose page sizes follow
+// the device's size can strand a little more memory on a slightly larger device. Bisection
+// alone reported `cs336_small`'s smallest device under cudacache's policy as 1.0019 x its peak
+// (3,678 MiB), where 3,682 MiB runs out of memory: a device of that size is no promise. A
+// failure found above restarts the check one step past it; the answer completes, and so does
+// every step checked above it.
 MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
                               std::uint64_t upper_limit, const ProgressCallback& progress = {});
+// The search itself, over any predicate: `completes(bytes)` for a device of `bytes`.
+MinCapacity find_min_capacity(const std::function<bool(std::uint64_t)>& completes,
+                              std::uint64_t peak_requested_bytes, std::uint64_t upper_limit);
+// How many steps above a size of `steps` steps are checked: 0.5 % of it, at least 8 (16 MiB).
+std::uint64_t verified_steps(std::uint64_t steps);
 
 }  // namespace cudacache::replay

@@ -21,8 +21,9 @@ empty_cache calls torch.cuda.empty_cache(). The figures are those of `cudacache-
   loop; null when this cudasim does not count them. cudacache-replay weighs them by its cost
   table into estimated_device_call_seconds (tools/replay/device_call_costs.cpp);
 - min_capacity_bytes (--min-capacity): the smallest simulated device, in 2 MiB steps, on which
-  the whole trace completes, by the same doubling-then-bisection as cudacache-replay, one
-  PyTorch process per probe (CUDASIM_CAPACITY);
+  the whole trace completes and so does every device up to 0.5 % (at least 16 MiB) larger, by
+  the same doubling, bisection and upward check as cudacache-replay, one PyTorch process per
+  probe (CUDASIM_CAPACITY);
 - oom, oom_event_index, events_replayed, seconds (the event loop only).
 
 This process does not import torch: every replay runs in a child Python process with cudasim's
@@ -320,7 +321,25 @@ def find_min_capacity(completes, peak_requested, upper_limit):
             passing = middle
         else:
             failing = middle
+    # Checked upward (Note [Smallest device] in tools/replay/replayer.h): every step up to
+    # verified_steps() above the answer completes too; a failure restarts the check past it.
+    verified = 1
+    step = passing + 1
+    while step <= limit_steps and verified <= verified_steps(passing):
+        if ok(step):
+            verified += 1
+        else:
+            passing = step + 1
+            verified = 0
+        step += 1
+    if passing > limit_steps:
+        return None, probes
     return passing * CAPACITY_STEP, probes
+
+
+def verified_steps(steps):
+    """cudacache-replay's verified_steps: 0.5 % of a size in steps, at least 8 (16 MiB)."""
+    return max(8, -(-steps * 5 // 1000))
 
 
 def replay(args):
