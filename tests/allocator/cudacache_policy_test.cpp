@@ -466,12 +466,13 @@ TEST_F(CudacachePolicy, TrustsTheAssumedDeviceAlsoWhenItFindsNoRoom) {
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   EXPECT_EQ(sim_calls().create, before.create + 1);
   before = sim_calls();
-  // Pages follow the assumption: 7,184 - 392 = 6,792 MiB free, so 12 MiB pages (1/512 of it
-  // in whole granules), where a reading (4,744 MiB free) would have given 8 MiB ones.
+  // Pages follow the assumption: 7,184 - 392 = 6,792 MiB free, so 10 MiB pages (1/640 of it
+  // in whole granules), where a reading (4,744 MiB free) would have given 8 MiB ones (the
+  // floor, 1/1024 of the device).
   void* third = allocator.allocate(6 * kMiB, nullptr);
   EXPECT_EQ(sim_calls().mem_get_info, before.mem_get_info);
   EXPECT_EQ(sim_calls().create, before.create + 1);
-  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(1412 * kMiB));
+  EXPECT_EQ(reserved(allocator.stats()), static_cast<std::int64_t>(1410 * kMiB));
   for (void* p : {first, second, third}) allocator.deallocate(p);
   ASSERT_EQ(cudaFree(other), cudaSuccess);
 }
@@ -604,19 +605,19 @@ TEST_F(CudacachePolicy, PagesMadeWithRoomShrinkWithTheMemoryTheAllocatorMayUse) 
   }
 }
 
-// Without room, pages are at most 1/512 of the free memory left and at least 1/1024 of the
-// device (12 MiB here). Another user leaves 8,192, 7,168 or 5,120 MiB of a 12 GiB device free.
+// Without room, pages are at most 1/640 of the free memory left and at least 1/1024 of the
+// device (12 MiB here). Another user leaves 10,240, 9,000 or 7,000 MiB of a 12 GiB device free.
 // The assumption knows nothing of it until a page cannot be created; once the device is read, a
 // 14 MiB request finds no room (a growth must leave 10.125 GiB free) and its pages follow what is
-// left free (16 and 14 MiB), down to the floor (12 MiB, where 5,120 / 512 would give 10). It
+// left free (16 and 14 MiB), down to the floor (12 MiB, where 7,000 / 640 would give 10). It
 // spans fewer than four of them: none of its own (Note [Pages of one block]).
 TEST_F(CudacachePolicy, PagesMadeWithoutRoomShrinkAsTheDeviceFills) {
   constexpr std::size_t kDevice = std::size_t{12} << 30;
   ASSERT_EQ(cudasim_set_capacity(0, kDevice), 0);
   constexpr std::size_t kRequest = 14 * kMiB;
   for (const auto& [free_mib, page] :
-       {std::pair{std::size_t{8192}, 16 * kMiB}, std::pair{std::size_t{7168}, 14 * kMiB},
-        std::pair{std::size_t{5120}, 12 * kMiB}}) {
+       {std::pair{std::size_t{10240}, 16 * kMiB}, std::pair{std::size_t{9000}, 14 * kMiB},
+        std::pair{std::size_t{7000}, 12 * kMiB}}) {
     SCOPED_TRACE(free_mib);
     void* other = nullptr;
     ASSERT_EQ(cudaMalloc(&other, kDevice - free_mib * kMiB), cudaSuccess);
