@@ -639,9 +639,10 @@ Columns:
   `pytorch` and `torch-native` rows, not the same experiment: the recording may start mid-run,
   may call `empty_cache()` (not rows of the CSV) or use other allocator settings.
 - **min cap / peak req**: the smallest simulated device (2 MiB steps) on which the whole trace
-  completes, over the trace's peak of live requested bytes (`cudacache-replay --min-capacity
-  --json`). 1.000 is the physical floor; the 2 MiB step alone can add up to 0.02 on the
-  smallest trace.
+  completes, and so does every device up to 0.5 % (at least 16 MiB) larger, over the trace's
+  peak of live requested bytes (`cudacache-replay --min-capacity --json`: bisection, then
+  checked upward, Note [Smallest device] in `tools/replay/replayer.h`). 1.000 is the physical
+  floor; the 2 MiB step alone can add up to 0.02 on the smallest trace.
 - **peak reserved / peak req**: peak device memory the allocator held, as it counts it, on a
   device large enough never to refuse (80 GiB or 8x the peak, whichever is larger); cudasim's
   own device peak agrees to within 0.01 %. For `torch-*`, PyTorch's own `memory_stats()`
