@@ -110,8 +110,8 @@ struct MinCapacity {
 // work) and a size where it completes (by doubling from 2x the peak, up to `upper_limit`), then
 // checked upward. Success need not be monotonic in capacity: a policy whose page sizes follow
 // the device's size can strand a little more memory on a slightly larger device. Bisection
-// alone reported `cs336_small`'s smallest device under cudacache's policy as 1.0019 x its peak
-// (3,678 MiB), where 3,682 MiB runs out of memory: a device of that size is no promise. A
+// alone reported `cs336_small`'s smallest device under cudacache's policy of 2026-12-05 as
+// 1.0019 x its peak (3,678 MiB), where 3,682 MiB ran out of memory: no promise at all. A
 // failure found above restarts the check one step past it; the answer completes, and so does
 // every step checked above it.
 MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
