@@ -293,6 +293,7 @@
 
 #include "device_api.h"
 #include "error_report.h"
+#include "scoped_flag.h"
 #include "size_policy.h"
 
 #include <algorithm>
@@ -397,11 +398,7 @@ Block* DeviceAllocator::grow_in_new_pages(Request& request) {
   // A growth that ends the room while the device has it now is still held to kHeldPerMille:
   // the program is not filling the device, one large request is (Note [Moving pages]).
   if (beyond_held_limit(bytes, request.size) && room_before_growth()) return nullptr;
-  struct NewPagesOnly {  // also when the growth throws (a CUDA error)
-    bool& flag;
-    ~NewPagesOnly() { flag = false; }
-  } scope{new_pages_only_};
-  new_pages_only_ = true;
+  const ScopedFlag new_pages_only(new_pages_only_, true);  // also when the growth throws
   return grow(request, false);
 }
 

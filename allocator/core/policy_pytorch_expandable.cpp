@@ -20,6 +20,7 @@
 #include "device_api.h"
 #include "error_report.h"
 #include "log.h"
+#include "scoped_flag.h"
 
 #include <algorithm>
 #include <memory>
@@ -34,11 +35,9 @@ std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(val
 Block* DeviceAllocator::allocate_expandable(const Request& request) {
   Block* candidate = find_expandable_block(request);
   if (candidate == nullptr) return nullptr;
-  struct UnderGranule {  // Note [Blocks under a granule]; reset also when the growth throws
-    bool& flag;
-    ~UnderGranule() { flag = false; }
-  } scope{growth_under_granule_};
-  growth_under_granule_ = request.pool == &small_pool_ && request.size > kSmallSize;
+  // Note [Blocks under a granule]; reset also when the growth throws.
+  const ScopedFlag under_granule(growth_under_granule_,
+                                 request.pool == &small_pool_ && request.size > kSmallSize);
   if (policy_ == PlacementPolicy::kCudacache) gather_pages(candidate, request.size);
   // Pages moved for this request and not mapped stay in moved_pages_ for the next step of the
   // out-of-memory ladder; find_or_create_block releases what is left.

@@ -2,6 +2,7 @@
 
 #include "error_report.h"
 #include "log.h"
+#include "scoped_flag.h"
 
 #include <algorithm>
 #include <exception>
@@ -46,12 +47,7 @@ bool RetryHooks::run(const OomContext& context) const {
     hooks = hooks_;  // a hook may register or remove hooks
   }
   // Not nested (a nested allocation skips the hooks), so a flag is enough; restored on exit.
-  struct Running {
-    Running() { hooks_running = true; }
-    ~Running() { hooks_running = false; }
-    Running(const Running&) = delete;
-    Running& operator=(const Running&) = delete;
-  } running;
+  const ScopedFlag running(hooks_running, true);
   bool retry = false;
   for (const auto& [handle, hook] : hooks) {
     try {
