@@ -12,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -267,9 +269,26 @@ void run_random_sequence(const std::string& config, unsigned seed, int steps) {
   cudasim_set_capacity(0, capacity);
 }
 
+// CUDACACHE_SOAK_SEEDS=N runs the randomized tests below with N seeds each instead of one (a
+// soak run; README, "Tests"). Not a number of at least 1: the test fails, naming the variable.
+unsigned soak_seeds() {
+  const char* value = std::getenv("CUDACACHE_SOAK_SEEDS");
+  if (value == nullptr || *value == '\0') return 1;
+  char* end = nullptr;
+  const unsigned long seeds = std::strtoul(value, &end, 10);
+  if (*end != '\0' || seeds == 0 || seeds > 1000000 || value[0] == '-') {
+    ADD_FAILURE() << "CUDACACHE_SOAK_SEEDS='" << value << "': expected a count from 1 to 1000000";
+    return 0;
+  }
+  return static_cast<unsigned>(seeds);
+}
+
 TEST_P(Conformance, RandomSequencesUnderPressureKeepAccountingAndContents) {
-  run_random_sequence(GetParam(), static_cast<unsigned>(std::hash<std::string>{}(GetParam())),
-                      3000);
+  const auto base = static_cast<unsigned>(std::hash<std::string>{}(GetParam()));
+  const unsigned seeds = soak_seeds();
+  for (unsigned i = 0; i < seeds && !HasFailure(); ++i) {
+    run_random_sequence(GetParam(), base + i, 3000);
+  }
 }
 
 // Holds streams for a while, as a busy GPU does: a stream held longer than `hold_for` is
@@ -319,12 +338,10 @@ class StreamHolder {
 // record_stream and streams held busy: after every step, on both devices, no live block lost a
 // byte, the allocator's invariants hold and its reserved bytes equal what cudasim has handed
 // out.
-TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAccounting) {
+void run_random_sequence_on_two_devices(const std::string& config, std::uint64_t seed) {
   constexpr int kDevices = 2;
-  int count = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
-  if (count < kDevices) GTEST_SKIP() << "needs CUDASIM_DEVICES=2";
-  const Options options(GetParam());
+  SCOPED_TRACE("config \"" + config + "\" seed " + std::to_string(seed));
+  const Options options(config);
   std::array<std::size_t, kDevices> capacity{};
   std::array<std::array<cudaStream_t, 3>, kDevices> streams{};
   for (int device = 0; device < kDevices; ++device) {
@@ -344,7 +361,7 @@ TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAcc
     for (int device = 0; device < kDevices; ++device) {
       allocators.push_back(std::make_unique<DeviceAllocator>(device, options));
     }
-    std::mt19937_64 random(std::hash<std::string>{}(GetParam()) + 7);
+    std::mt19937_64 random(seed);
     int ooms = 0;
     for (int step = 0; step < 1500; ++step) {
       const int device = static_cast<int>(random() % kDevices);
@@ -405,6 +422,17 @@ TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAcc
     cudasim_set_capacity(device, capacity[device]);
   }
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+}
+
+TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAccounting) {
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < 2) GTEST_SKIP() << "needs CUDASIM_DEVICES=2";
+  const std::uint64_t base = std::hash<std::string>{}(GetParam()) + 7;
+  const unsigned seeds = soak_seeds();
+  for (unsigned i = 0; i < seeds && !HasFailure(); ++i) {
+    run_random_sequence_on_two_devices(GetParam(), base + i);
+  }
 }
 
 // Each configuration with the name its tests carry.

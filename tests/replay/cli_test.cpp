@@ -260,7 +260,8 @@ TEST_F(Cli, JsonKeysAreTheOldOnesPlusDeviceCalls) {
                                        "seconds",
                                        "simulator_call_seconds",
                                        "events_per_second",
-                                       "split_time"};
+                                       "split_time",
+                                       "intact_stamps"};
   for (const Json& result : trace.at("results").array) {
     std::set<std::string> keys;
     for (const auto& [key, value] : result.object) keys.insert(key);
@@ -288,6 +289,21 @@ TEST_F(Cli, SplitTimeCountsTheEventsThatCalledTheDevice) {
   EXPECT_GT(split.at("calling_seconds").number, 0);
   ASSERT_EQ(run_tool("--allocators nocache --json " + path("plain.json") + " " + csv).exit_code, 0);
   EXPECT_EQ(first_result(path("plain.json")).at("split_time").type, Json::Type::kNull);
+}
+
+// --check-contents: every allocator's stamps are read back (the line under the table and
+// intact_stamps in the JSON); without the flag intact_stamps is null.
+TEST_F(Cli, CheckContentsReportsTheStampsReadBack) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun run = run_tool("--allocators nocache,cub --check-contents --json " +
+                               path("checked.json") + " " + csv);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("   nocache: contents checked, "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("   cub: contents checked, "), std::string::npos) << run.output;
+  EXPECT_GE(first_result(path("checked.json")).at("intact_stamps").number,
+            4);  // 2 per block at least
+  ASSERT_EQ(run_tool("--allocators nocache --json " + path("plain.json") + " " + csv).exit_code, 0);
+  EXPECT_EQ(first_result(path("plain.json")).at("intact_stamps").type, Json::Type::kNull);
 }
 
 // cudasim counts every call by kind: on the small trace nocache makes one cudaMalloc per alloc
@@ -456,6 +472,43 @@ TEST_F(Cli, ConvertsARealSnapshotToItsCsv) {
   EXPECT_NE(run.output.find("871 rows (0 prelude"), std::string::npos) << run.output;
   EXPECT_TRUE(read_file_bytes(path("dit.csv")) ==
               read_file_bytes(traces + "/dit_text_diffusion_train_oom.csv"));
+}
+
+// Every real trace through every in-process allocator under pressure (a device of 1.02 x the
+// peak, where pages move and the out-of-memory ladder runs), and through cudacache's policy on
+// the default device too (where it moves pages to keep what it holds near what is used), with
+// every block stamped and read back (Note [Checked contents]): no allocator may hand out a byte
+// twice or lose one under a live block. (The smallest-device searches, checked, take about 15
+// minutes: by hand, README "Tests".)
+TEST_F(Cli, RealTracesKeepEveryBlockIntactOnEveryAllocator) {
+  const std::filesystem::path traces = CUDACACHE_TRACES_DIR;
+  std::string csvs;
+  std::size_t trace_count = 0;
+  if (std::filesystem::is_directory(traces)) {
+    for (const auto& entry : std::filesystem::directory_iterator(traces)) {
+      if (entry.path().extension() != ".csv") continue;
+      csvs += " " + entry.path().string();
+      ++trace_count;
+    }
+  }
+  if (trace_count == 0) GTEST_SKIP() << "traces not found in " << traces;
+  const bool cudacache = cudacache_adapter_built();
+  const std::vector<std::pair<std::string, std::size_t>> runs{
+      {cudacache ? "cub,nocache,cudacache,pytorch,pytorch-expandable --capacity-factor 1.02"
+                 : "cub,nocache --capacity-factor 1.02",
+       cudacache ? 5 : 2},
+      {cudacache ? "cudacache" : "", 1}};
+  for (const auto& [options, allocators] : runs) {
+    if (options.empty()) continue;
+    const ToolRun run = run_tool("--check-contents --allocators " + options + csvs);
+    ASSERT_EQ(run.exit_code, 0) << options << run.output;
+    std::size_t checked = 0;
+    for (std::size_t at = run.output.find(": contents checked, "); at != std::string::npos;
+         at = run.output.find(": contents checked, ", at + 1)) {
+      ++checked;
+    }
+    EXPECT_EQ(checked, allocators * trace_count) << options << run.output;
+  }
 }
 
 TEST_F(Cli, APickleNameWithoutAPickleIsAnError) {

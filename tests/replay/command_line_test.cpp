@@ -104,11 +104,20 @@ TEST(CommandLine, ConvertNeedsAnOutputAndNothingElse) {
                                          {"--capacity-factor", "1.5"},
                                          {"--allocators", "nocache"},
                                          {"--split-time"},
+                                         {"--check-contents"},
                                          {"--real-gpu"}}) {
     std::vector<const char*> args{"--convert", "s.pickle", "-o", "s.csv"};
     args.insert(args.end(), extra.begin(), extra.end());
     EXPECT_EQ(usage_error(args), "--convert takes no traces and no replay options") << extra[0];
   }
+}
+
+TEST(CommandLine, CheckContentsRefusesPyTorchsOwnAllocators) {
+  EXPECT_TRUE(parse({"--check-contents", "--allocators", "nocache,cub"}).check_contents);
+  EXPECT_FALSE(parse({}).check_contents);
+  EXPECT_EQ(usage_error({"--check-contents", "--allocators", "nocache,torch-native"}),
+            "--check-contents checks the in-process allocators; torch-native replays in a "
+            "PyTorch process");
 }
 
 TEST(CommandLine, EverythingAfterDoubleDashIsATrace) {

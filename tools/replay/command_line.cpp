@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "replay_allocator.h"
+#include "torch_allocator.h"
 #include "trace_csv.h"
 
 namespace cudacache::replay {
@@ -224,6 +225,12 @@ std::string usage_text() {
       "                      event (device calls taken out) for the events that called the\n"
       "                      device and for the rest (cudasim only, refused with --real-gpu;\n"
       "                      adds two clock readings per event inside the timed loop)\n"
+      "  --check-contents    stamp every block the allocator returns through cudaMemcpy\n"
+      "                      (its first and last 8 bytes and the first 8 bytes of each\n"
+      "                      2 MiB granule it reaches into), check that it overlaps no live\n"
+      "                      block, and read the stamps back when it is freed: a block that\n"
+      "                      lost one is a runtime failure naming the event (in-process\n"
+      "                      allocators only; times then include the copies)\n"
       "  --html FILE         write one self-contained HTML page: per trace, memory over\n"
       "                      time of every allocator (requested, allocated, reserved), its\n"
       "                      device calls by kind and, with --min-capacity, its smallest\n"
@@ -285,6 +292,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   app.add_option("--capacity-factor", capacity_factor);
   app.add_flag("--min-capacity", line.min_capacity);
   app.add_flag("--split-time", line.split_time);
+  app.add_flag("--check-contents", line.check_contents);
   app.add_option("--json", line.json_path);
   app.add_option("--synthetic", line.synthetic_spec);
   app.add_option("--html", line.html_path);
@@ -369,6 +377,14 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     throw UsageError("'-' (stdin) can be given only once as a TRACE");
   }
   if (line.allocators.empty()) line.allocators = default_allocator_names();
+  if (line.check_contents) {
+    for (const std::string& name : line.allocators) {
+      if (is_torch_allocator(name)) {
+        throw UsageError("--check-contents checks the in-process allocators; " + name +
+                         " replays in a PyTorch process");
+      }
+    }
+  }
   if (line.capacity_bytes && line.capacity_factor) {
     throw UsageError("--capacity and --capacity-factor exclude each other");
   }
@@ -383,7 +399,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     if (!line.output_path) throw UsageError("--convert needs -o OUT.csv");
     if (!line.traces.empty() || line.min_capacity || line.json_path || line.html_path ||
         line.memory_viz_dir || line.synthetic_spec || allocators || line.capacity_bytes ||
-        line.capacity_factor || line.split_time || line.real_gpu) {
+        line.capacity_factor || line.split_time || line.check_contents || line.real_gpu) {
       throw UsageError("--convert takes no traces and no replay options");
     }
     refuse_same_file("--convert", *line.convert_path, "-o", *line.output_path);

@@ -33,8 +33,9 @@ struct CommandLine {
   // the capacity resolution (2 MiB); exclusive with --capacity.
   std::optional<double> capacity_factor;
   bool min_capacity = false;
-  bool split_time = false;               // --split-time: allocator time per event, calling vs not
-  std::optional<std::string> json_path;  // "-" = stdout (the tables then go to stderr)
+  bool split_time = false;      // --split-time: allocator time per event, calling vs not
+  bool check_contents = false;  // --check-contents: blocks stamped and checked (content_check.h)
+  std::optional<std::string> json_path;       // "-" = stdout (the tables then go to stderr)
   std::optional<std::string> convert_path;    // --convert PICKLE ("-" = stdin)
   std::optional<std::string> output_path;     // -o OUT.csv ("-" = stdout)
   std::optional<std::string> synthetic_spec;  // --synthetic SPEC (also implied by no trace)

@@ -131,7 +131,8 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
       continue;
     }
     const ReplayRecording recording{line.html_path.has_value(), kTimelinePoints,
-                                    line.memory_viz_dir.has_value(), line.split_time};
+                                    line.memory_viz_dir.has_value(), line.split_time,
+                                    line.check_contents};
     ReplayResult result = replay_trace(
         trace, allocator, capacity,
         [&](std::size_t done, std::size_t total) { bar.update(label, done, total); }, recording);
@@ -147,7 +148,8 @@ TraceReport replay_one(const Trace& trace, const CommandLine& line, ProgressBar&
           [&](std::size_t done, std::size_t total) {
             if (done == 0) ++round;
             bar.update(label + " min capacity #" + std::to_string(round), done, total);
-          });
+          },
+          line.check_contents);
       result.min_capacity_bytes = found.bytes;
       result.min_capacity_replays = found.replays;
     }

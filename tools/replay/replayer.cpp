@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "content_check.h"
 #include "replay_allocator.h"
 #include "simulated_device.h"
 
@@ -60,6 +61,22 @@ void add_event_time(ReplaySplitTime& split, std::chrono::steady_clock::time_poin
   }
 }
 
+// Runs a content check; when it fails, frees every live block before the error goes on, so that
+// the allocator is destroyed with nothing allocated (as after a replay that completes).
+template <typename Check>
+void check_or_free_live(ReplayAllocator& allocator, const std::vector<void*>& pointers,
+                        std::vector<bool>& live, const Check& check) {
+  try {
+    check();
+  } catch (const ContentError&) {
+    for (std::size_t slot = 0; slot < live.size(); ++slot) {
+      if (live[slot]) allocator.free(pointers[slot]);
+      live[slot] = false;
+    }
+    throw;
+  }
+}
+
 std::uint64_t round_up(std::uint64_t value, std::uint64_t step) {
   return (value + step - 1) / step * step;
 }
@@ -92,6 +109,8 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     // Off cudasim there is no call time to tell the two kinds of event apart.
     std::optional<ReplaySplitTime> split;
     if (recording.split_time && call_ns_before) split.emplace();
+    std::optional<ContentCheck> contents;
+    if (recording.check_contents) contents.emplace(trace.alloc_count);
     const auto start = std::chrono::steady_clock::now();
     std::size_t i = 0;
     for (; i < total; ++i) {
@@ -113,12 +132,26 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
             result.oom_message = error.what();
           }
           live[event.slot] = !result.oom;
+          if (contents && live[event.slot]) {
+            check_or_free_live(*allocator, pointers, live, [&] {
+              contents->stamp(i, event.slot, pointers[event.slot], event.size);
+            });
+          }
           break;
         case TraceOp::kFree:
+          if (contents) {
+            check_or_free_live(*allocator, pointers, live,
+                               [&] { contents->verify_and_forget(i, event.slot); });
+          }
           allocator->free(pointers[event.slot]);
           live[event.slot] = false;
           break;
-        case TraceOp::kEmptyCache: allocator->empty_cache(); break;
+        case TraceOp::kEmptyCache:
+          allocator->empty_cache();
+          if (contents) {
+            check_or_free_live(*allocator, pointers, live, [&] { contents->verify_live(i); });
+          }
+          break;
       }
       if (split) add_event_time(*split, event_start, event_call_ns);
       if (timeline) {
@@ -149,6 +182,11 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     result.device_calls = device_call_counts();
     if (timeline) result.timeline = timeline->finish();
     if (recording.snapshot) result.snapshot = allocator->snapshot();
+    if (contents) {
+      check_or_free_live(*allocator, pointers, live,
+                         [&] { contents->verify_live(result.events_replayed); });
+      result.intact_stamps = contents->intact_stamps();
+    }
     for (std::size_t slot = 0; slot < live.size(); ++slot) {
       if (live[slot]) allocator->free(pointers[slot]);
     }
@@ -163,10 +201,13 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
 }
 
 MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
-                              std::uint64_t upper_limit, const ProgressCallback& progress) {
+                              std::uint64_t upper_limit, const ProgressCallback& progress,
+                              bool check_contents) {
+  ReplayRecording recording;
+  recording.check_contents = check_contents;
   return find_min_capacity(
       [&](std::uint64_t capacity) {
-        return !replay_trace(trace, allocator_name, capacity, progress).oom;
+        return !replay_trace(trace, allocator_name, capacity, progress, recording).oom;
       },
       trace.peak_requested_bytes, upper_limit);
 }

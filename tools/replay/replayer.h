@@ -60,6 +60,9 @@ struct ReplayResult {
   // that made none (a cache hit, a free). Each event is timed on its own, which adds two
   // clock readings per event to `seconds`: compare these with each other, not with `seconds`.
   std::optional<ReplaySplitTime> split_time;
+  // Only with ReplayRecording::check_contents: the stamps read back intact (every stamp of
+  // every block, at its free or at the end). A damaged one throws instead.
+  std::optional<std::uint64_t> intact_stamps;
 
   // The device calls weighted by the cost table (device_call_costs.h): an estimate of the time
   // a GPU driver would spend in them, not a measurement.
@@ -86,6 +89,9 @@ struct ReplayRecording {
   std::size_t timeline_points = kTimelinePoints;
   bool snapshot = false;    // ReplayResult::snapshot, for --memory-viz
   bool split_time = false;  // ReplayResult::split_time, for --split-time (cudasim only)
+  // --check-contents: every block stamped and checked (Note [Checked contents] in
+  // content_check.h); a block that lost a stamp or overlaps another throws ContentError.
+  bool check_contents = false;
 };
 
 // Replays `trace` through a fresh allocator `allocator_name`. With `capacity_bytes`, the
@@ -114,8 +120,10 @@ struct MinCapacity {
 // 1.0019 x its peak (3,678 MiB), where 3,682 MiB ran out of memory: no promise at all. A
 // failure found above restarts the check one step past it; the answer completes, and so does
 // every step checked above it.
+// With `check_contents`, every replay of the search checks contents (--check-contents).
 MinCapacity find_min_capacity(const Trace& trace, const std::string& allocator_name,
-                              std::uint64_t upper_limit, const ProgressCallback& progress = {});
+                              std::uint64_t upper_limit, const ProgressCallback& progress = {},
+                              bool check_contents = false);
 // The search itself, over any predicate: `completes(bytes)` for a device of `bytes`.
 MinCapacity find_min_capacity(const std::function<bool(std::uint64_t)>& completes,
                               std::uint64_t peak_requested_bytes, std::uint64_t upper_limit);

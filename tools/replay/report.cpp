@@ -251,6 +251,12 @@ void write_json_result(std::ostream& out, const ReplayResult& r, std::uint64_t p
   } else {
     out << "null";
   }
+  out << ", \"intact_stamps\": ";
+  if (r.intact_stamps) {
+    out << *r.intact_stamps;
+  } else {
+    out << "null";
+  }
   out << "}";
 }
 
@@ -408,6 +414,12 @@ void print_table(const TraceReport& report, std::ostream& out) {
   print_rows(out, rows);
   for (const ReplayResult& r : report.results) {
     if (r.oom) out << "   " << r.allocator << " ran out of memory: " << r.oom_message << "\n";
+  }
+  for (const ReplayResult& r : report.results) {
+    if (r.intact_stamps) {
+      out << "   " << r.allocator << ": contents checked, " << *r.intact_stamps
+          << " stamps read back intact\n";
+    }
   }
   print_calls_by_kind(report, out);
   print_split_time(report, out);
