@@ -89,14 +89,14 @@ TEST_F(ContentChecks, IntactBlocksPass) {
   check.stamp(1, 1, at(5 * kMiB), 3);         // under a word
   check.stamp(1, 4, at(5 * kMiB + 512), 10);  // between one word and two
   check.stamp(2, 2, at(6 * kMiB), 0);         // nothing to stamp
-  check.verify_live(3);
+  check.verify_live(3, "end of the replay");
   check.verify_and_forget(3, 0);
   check.verify_and_forget(4, 1);
   check.verify_and_forget(5, 2);
   check.verify_and_forget(5, 4);
   // Freed blocks are forgotten: their memory may be handed out again.
   check.stamp(6, 3, at(kMiB), 2 * kMiB);
-  check.verify_live(7);
+  check.verify_live(7, "end of the replay");
 }
 
 TEST_F(ContentChecks, AStampOverwrittenBehindTheBlocksBackIsNamed) {
@@ -114,7 +114,10 @@ TEST_F(ContentChecks, AStampOverwrittenBehindTheBlocksBackIsNamed) {
             std::string::npos)
       << message;
   EXPECT_NE(message.find("allocated at event 7, holds 0x0 where 0x"), std::string::npos) << message;
-  EXPECT_NE(content_error([&] { check.verify_live(10); }), "");
+  EXPECT_NE(content_error([&] {
+              check.verify_live(10, "empty_cache");
+            }).find("event 10 (empty_cache): byte offset "),
+            std::string::npos);
 }
 
 TEST_F(ContentChecks, OverlappingLiveBlocksAreRefusedAndNeighboursAreNot) {
@@ -132,7 +135,7 @@ TEST_F(ContentChecks, OverlappingLiveBlocksAreRefusedAndNeighboursAreNot) {
             std::string::npos);
   check.verify_and_forget(4, 0);
   check.stamp(5, 3, at(2 * kMiB + 512), 512);  // block 0's memory, free again
-  check.verify_live(6);
+  check.verify_live(6, "end of the replay");
 }
 
 TEST_F(ContentChecks, MemoryGoneFromUnderABlockIsAnError) {

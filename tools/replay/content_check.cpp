@@ -131,8 +131,8 @@ void ContentCheck::verify_and_forget(std::size_t event, std::size_t slot) {
   slots_[slot].live = false;
 }
 
-void ContentCheck::verify_live(std::size_t event) {
-  for (const auto& [address, slot] : by_address_) verify(event, slot, "end of the replay");
+void ContentCheck::verify_live(std::size_t event, const char* when) {
+  for (const auto& [address, slot] : by_address_) verify(event, slot, when);
 }
 
 }  // namespace cudacache::replay

@@ -38,8 +38,9 @@ class ContentCheck {
   void stamp(std::size_t event, std::size_t slot, void* ptr, std::uint64_t size);
   // Event `event` is about to free `slot`: checks its stamps, then forgets it.
   void verify_and_forget(std::size_t event, std::size_t slot);
-  // Checks every live block's stamps (the replay ended after event `event`).
-  void verify_live(std::size_t event);
+  // Checks every live block's stamps after event `event`: `when` says what it was ("empty_cache",
+  // "end of the replay"), for the message.
+  void verify_live(std::size_t event, const char* when);
 
   // Stamps read back intact so far.
   std::uint64_t intact_stamps() const { return intact_stamps_; }

@@ -149,7 +149,8 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
         case TraceOp::kEmptyCache:
           allocator->empty_cache();
           if (contents) {
-            check_or_free_live(*allocator, pointers, live, [&] { contents->verify_live(i); });
+            check_or_free_live(*allocator, pointers, live,
+                               [&] { contents->verify_live(i, "empty_cache"); });
           }
           break;
       }
@@ -183,8 +184,9 @@ ReplayResult replay_trace(const Trace& trace, const std::string& allocator_name,
     if (timeline) result.timeline = timeline->finish();
     if (recording.snapshot) result.snapshot = allocator->snapshot();
     if (contents) {
-      check_or_free_live(*allocator, pointers, live,
-                         [&] { contents->verify_live(result.events_replayed); });
+      check_or_free_live(*allocator, pointers, live, [&] {
+        contents->verify_live(result.events_replayed, "end of the replay");
+      });
       result.intact_stamps = contents->intact_stamps();
     }
     for (std::size_t slot = 0; slot < live.size(); ++slot) {
