@@ -59,24 +59,25 @@ void ContentCheck::stamp(std::size_t event, std::size_t slot, void* ptr, std::ui
   }
   if (size == 0) return;  // no byte to own or check
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  const std::string block = describe_block(slot, address, size);
+  // Named only in an error: a checked replay stamps every block it allocates.
+  const auto block = [&] { return describe_block(slot, address, size); };
   if (ptr == nullptr) {
     throw ContentError("event " + std::to_string(event) + ": the allocator returned null for " +
-                       block);
+                       block());
   }
   // The live block that starts at or before the new one, and the one after it.
   auto after = by_address_.upper_bound(address);
   if (after != by_address_.begin()) {
     const Live& before = slots_[std::prev(after)->second];
     if (before.address + before.size > address) {
-      throw ContentError("event " + std::to_string(event) + ": " + block + " overlaps the live " +
+      throw ContentError("event " + std::to_string(event) + ": " + block() + " overlaps the live " +
                          describe_block(std::prev(after)->second, before.address, before.size) +
                          " (allocated at event " + std::to_string(before.event) + ")");
     }
   }
   if (after != by_address_.end() && after->first < address + size) {
     const Live& next = slots_[after->second];
-    throw ContentError("event " + std::to_string(event) + ": " + block + " overlaps the live " +
+    throw ContentError("event " + std::to_string(event) + ": " + block() + " overlaps the live " +
                        describe_block(after->second, next.address, next.size) +
                        " (allocated at event " + std::to_string(next.event) + ")");
   }
@@ -87,7 +88,7 @@ void ContentCheck::stamp(std::size_t event, std::size_t slot, void* ptr, std::ui
         cudaMemcpy(static_cast<char*>(ptr) + offset, &value, bytes, cudaMemcpyHostToDevice);
     if (error != cudaSuccess) {
       throw ContentError("event " + std::to_string(event) + ": writing byte offset " +
-                         std::to_string(offset) + " of " + block +
+                         std::to_string(offset) + " of " + block() +
                          " failed: " + cudaGetErrorString(error));
     }
   }
@@ -97,7 +98,7 @@ void ContentCheck::stamp(std::size_t event, std::size_t slot, void* ptr, std::ui
 
 void ContentCheck::verify(std::size_t event, std::size_t slot, const char* when) {
   const Live& block = slots_[slot];
-  const std::string name = describe_block(slot, block.address, block.size);
+  const auto name = [&] { return describe_block(slot, block.address, block.size); };
   for (const std::uint64_t offset : stamp_offsets(block.address, block.size)) {
     const std::uint64_t expected = word(slot, offset);
     std::uint64_t found = 0;
@@ -107,7 +108,7 @@ void ContentCheck::verify(std::size_t event, std::size_t slot, const char* when)
                    cudaMemcpyDeviceToHost);
     if (error != cudaSuccess) {
       throw ContentError("event " + std::to_string(event) + " (" + when +
-                         "): reading byte offset " + std::to_string(offset) + " of " + name +
+                         "): reading byte offset " + std::to_string(offset) + " of " + name() +
                          ", allocated at event " + std::to_string(block.event) +
                          ", failed: " + cudaGetErrorString(error));
     }
@@ -116,7 +117,7 @@ void ContentCheck::verify(std::size_t event, std::size_t slot, const char* when)
                 reinterpret_cast<unsigned char*>(&wanted));
     if (found != wanted) {
       throw ContentError("event " + std::to_string(event) + " (" + when + "): byte offset " +
-                         std::to_string(offset) + " of " + name + ", allocated at event " +
+                         std::to_string(offset) + " of " + name() + ", allocated at event " +
                          std::to_string(block.event) + ", holds " + hex(found) + " where " +
                          hex(wanted) + " was written");
     }
