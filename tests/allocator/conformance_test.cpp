@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -283,10 +284,16 @@ unsigned soak_seeds() {
   return static_cast<unsigned>(seeds);
 }
 
+// In a soak run, says which seed starts (the output of a long run shows its progress).
+void announce_seed(unsigned index, unsigned seeds) {
+  if (seeds > 1) std::cout << "soak: seed " << index + 1 << " of " << seeds << std::endl;
+}
+
 TEST_P(Conformance, RandomSequencesUnderPressureKeepAccountingAndContents) {
   const auto base = static_cast<unsigned>(std::hash<std::string>{}(GetParam()));
   const unsigned seeds = soak_seeds();
   for (unsigned i = 0; i < seeds && !HasFailure(); ++i) {
+    announce_seed(i, seeds);
     run_random_sequence(GetParam(), base + i, 3000);
   }
 }
@@ -431,6 +438,7 @@ TEST_P(Conformance, RandomSequencesOnTwoDevicesWithBusyStreamsKeepContentsAndAcc
   const std::uint64_t base = std::hash<std::string>{}(GetParam()) + 7;
   const unsigned seeds = soak_seeds();
   for (unsigned i = 0; i < seeds && !HasFailure(); ++i) {
+    announce_seed(i, seeds);
     run_random_sequence_on_two_devices(GetParam(), base + i);
   }
 }
