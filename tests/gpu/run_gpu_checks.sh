@@ -6,6 +6,8 @@
 #   3. the VMM backend on this driver and the cost of every kind of device call
 #      (tests/gpu/vmm_checks.cpp: median microseconds, expandable segments under a cap, and the
 #      default policy filling the whole device beside memory it does not know of);
+#   3b. the synthetic workload replayed under every in-process allocator with every block
+#      stamped and read back (cudacache-replay --real-gpu --check-contents);
 #   4. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
 #      libcudacache_preload.so under unmodified programs on NVIDIA's runtime and driver; the
 #      programs are compiled while CTest runs, as the GPU build does not define them);
@@ -84,6 +86,16 @@ step "VMM backend and device-call costs (tests/gpu/vmm_checks.cpp)"
 # The measured per-call costs go beside the estimates of tools/replay/device_call_costs.cpp.
 timeout "$(seconds 40 $RESERVE)" "$build/tests/gpu/vmm_checks" 20 | tee "$results/vmm.txt" \
   || fail "vmm checks"
+
+step "replays with every block checked on the GPU (cudacache-replay --real-gpu --check-contents)"
+# Note [Checked contents]: every block of the synthetic workload stamped through cudaMemcpy and
+# read back under each in-process allocator, on NVIDIA's runtime and driver (VMM pages included).
+timeout "$(seconds 20 $RESERVE)" "$build/tools/replay/cudacache-replay" --real-gpu \
+  --check-contents --allocators cudacache,pytorch,pytorch-expandable,cub,nocache \
+  --synthetic layers:4,hidden:512,heads:8,seq:256,batch:4,vocab:8000,steps:2 \
+  | tee "$results/check-contents.txt" || fail "replays with --check-contents"
+[[ $(grep -c ': contents checked, ' "$results/check-contents.txt") == 5 ]] \
+  || fail "replays with --check-contents: not every allocator was checked"
 
 step "preload (libcudacache_preload.so on NVIDIA's runtime)"
 # Checks 1, 3 (and a kernel on reused memory, half of 7), 5, 8 and 9 of PRELOAD_CHECKS.md, one
