@@ -7,9 +7,9 @@
 # allocators, pytorch-expandable included), all from a Release build on cudasim, merged into
 # Markdown by bench/replay/write_results.py.
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
-# runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: one Python process
-# per replay, so memory and device calls only; bench_replay does not time them). About 3 minutes
-# on 2 cores after the build without PyTorch (bench_replay: about 2), about 16 with it.
+# runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: replayed from Python,
+# so memory and device calls only; bench_replay does not time them). About 3 minutes
+# on 2 cores after the build without PyTorch (bench_replay: about 2), about 5 with it.
 #
 #   bench/results.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail

@@ -15,7 +15,7 @@ import sys
 WRITTEN_BY_HAND_HEADING = "## What the table says"
 # "replay/<trace>/<allocator>/manual_time", as bench_replay registers them.
 BENCHMARK_NAME = re.compile(r"^replay/(?P<trace>[^/]+)/(?P<allocator>[^/]+)/manual_time$")
-# PyTorch's own allocator, which cudacache-replay runs in a Python process per replay
+# PyTorch's own allocator, which cudacache-replay runs through a Python process
 # (tools/torch_replay/torch_replay.py): memory and device calls only, bench_replay has no run.
 TORCH_ALLOCATORS = ("torch-native", "torch-expandable")
 NOT_TIMED = "n/a (Python)"
@@ -660,7 +660,7 @@ Columns:
 - **ns / event**: `bench_replay` (Google Benchmark, manual time of the replay loop only, a fresh
   allocator per iteration), wall-clock time per alloc or free event{repetitions_text}
   `torch-*`: **{NOT_TIMED}**, not measured.
-  Each of their replays is a Python process issuing `torch.empty` / `del` through the
+  Each of their replays is Python code issuing `torch.empty` / `del` through the
   interpreter, so a time per event would include the interpreter's overhead per call and
   would not compare with the in-process C++ replays; bench_replay does not run them.
 - **allocator ns / event**: the same loop without the time spent inside cudasim's device

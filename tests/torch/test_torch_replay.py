@@ -34,11 +34,11 @@ RECORDED_PEAK_RESERVED = {
 }
 
 
-def run_driver(*args, check=True):
+def run_driver(*args, check=True, env=None):
     completed = subprocess.run(
         [sys.executable, str(DRIVER), *map(str, args),
          "--cudasim-dir", str(torchsim.cudasim_dir())],
-        capture_output=True, text=True, timeout=1200)
+        capture_output=True, text=True, timeout=1200, env=env)
     if check and completed.returncode != 0:
         raise AssertionError(f"torch_replay.py exited with {completed.returncode}:\n"
                              f"{completed.stdout}{completed.stderr}")
@@ -152,11 +152,11 @@ class TorchReplayDriver(unittest.TestCase):
 
     def crashing_python(self, directory, crashes):
         """An interpreter that runs this Python, except that its first `crashes` replay
-        processes (torch_replay's --child) kill themselves with SIGSEGV before doing anything."""
+        servers (torch_replay's --serve) kill themselves with SIGSEGV before doing anything."""
         directory = pathlib.Path(directory)
         wrapper = directory / "python"
         wrapper.write_text(f"""#!/bin/sh
-case " $* " in *" --child "*)
+case " $* " in *" --serve "*)
   count=$(cat "{directory}/crashes" 2>/dev/null || echo 0)
   if [ "$count" -lt {crashes} ]; then
     echo $((count + 1)) > "{directory}/crashes"
@@ -184,6 +184,43 @@ exec "{sys.executable}" "$@"
                          completed.stderr)
         self.assertIn("run 2 of at most 3", completed.stderr)
         self.assertIn("pretending PyTorch crashed", completed.stderr)
+
+    def test_a_replay_fork_killed_by_a_signal_is_run_again(self):
+        """The server lives on when the fork that replays is killed: the replay is run again
+        in a new fork."""
+        with tempfile.TemporaryDirectory() as directory:
+            # The first two forks of the server kill themselves with SIGSEGV once their stderr
+            # is the replay's (its last redirection, onto fd 2).
+            hooks = pathlib.Path(directory) / "hooks"
+            hooks.mkdir()
+            count = pathlib.Path(directory) / "fork_crashes"
+            (hooks / "sitecustomize.py").write_text(f"""
+import os, signal, sys
+if "--serve" in sys.argv:
+    dup2 = os.dup2
+    def crashing_dup2(fd, fd2, *args):
+        result = dup2(fd, fd2, *args)
+        done = int(open({str(count)!r}).read()) if os.path.exists({str(count)!r}) else 0
+        if fd2 == 2 and done < 2:
+            open({str(count)!r}, "w").write(str(done + 1))
+            os.write(2, b"pretending the replay crashed\\n")
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return result
+    os.dup2 = crashing_dup2
+""")
+            path = expandable_trace(directory)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(hooks), os.environ.get("PYTHONPATH", "")]))
+            completed = run_driver(path, env=env)
+            forks_killed = count.read_text()
+            _, result = driver_result(path)
+        (rerun,) = json.loads(completed.stdout)["traces"][0]["results"]
+        self.assertEqual(forks_killed, "2")
+        self.assertEqual(rerun["device_calls"], result["device_calls"])
+        self.assertEqual(rerun["peak_reserved_bytes"], result["peak_reserved_bytes"])
+        self.assertEqual(completed.stderr.count("was killed by SIGSEGV before its result"), 2,
+                         completed.stderr)
+        self.assertIn("pretending the replay crashed", completed.stderr)
 
     def test_a_replay_process_killed_every_time_is_an_error(self):
         with tempfile.TemporaryDirectory() as directory:

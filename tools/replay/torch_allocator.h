@@ -22,7 +22,7 @@ void check_torch_available(const std::string& name);
 
 // Replays `trace` through PyTorch on a simulated device of `capacity_bytes`; with
 // `min_capacity`, also searches the smallest device up to that size (find_min_capacity's
-// rules), one PyTorch process per probe. Throws std::runtime_error when the driver fails.
+// rules), one replay per probe. Throws std::runtime_error when the driver fails.
 ReplayResult replay_with_torch(const Trace& trace, const std::string& name,
                                std::uint64_t capacity_bytes, bool min_capacity);
 
