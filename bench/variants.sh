@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue #11's targets on traces the policy was not tuned on (bench/variants/make_variants.py:
 # the real traces scaled, run one after another, interleaved on two streams, a torch.cat KV
-# cache, and an encoder serving requests of random shapes), with the same rules as
-# bench/RESULTS.md's table of targets, and how it compares with PyTorch's expandable segments on
-# a device of twice the peak. Release build, on cudasim; about 20 s on 2 cores after the build.
+# cache, an encoder serving requests of random shapes, and a decoder trained on batches of
+# random length), with the same rules as bench/RESULTS.md's table of targets, and how it
+# compares with PyTorch's expandable segments on a device of twice the peak. Release build, on
+# cudasim; about a minute on 2 cores after the build.
 #
 #   bench/variants.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail

@@ -7,8 +7,10 @@ keeping real allocation patterns: the sizes scaled (another model size, so every
 threshold is crossed elsewhere), two workloads one after the other in one process (a phase
 change, the first one's live blocks kept), two interleaved on two streams (two models served
 side by side), a KV cache grown by torch.cat at every decode step, alone and with each
-step's scores kept until the request ends, and an encoder serving requests of random shapes
-(dynamic shapes: a request's blocks rarely have the sizes of the last one's). Deterministic.
+step's scores kept until the request ends, an encoder serving requests of random shapes
+(dynamic shapes: a request's blocks rarely have the sizes of the last one's), and a decoder
+trained on batches of random sequence length (dynamic shapes in training: each step's
+activations and gradients interleaved in new sizes). Deterministic.
 
     bench/variants/make_variants.py TRACES_DIR OUT_DIR
 """
@@ -182,6 +184,128 @@ def variable_length_inference(layers=24, hidden=1024, heads=16, vocab=30522, req
     return rows
 
 
+def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch=4, steps=30,
+                             tokens=(64, 512), seed=9):
+    """A GPT-2-small-like decoder trained with mixed precision on batches of random sequence
+    length (64-512 tokens, as without padding to a fixed length): every step's activations have
+    new sizes, the attention's the square of its length. The forward keeps what the backward
+    needs and the bfloat16 copies of the weights autocast makes (freed when the forward ends);
+    the backward frees those in reverse and allocates each parameter's gradient when it reaches
+    it, among the activations it frees; AdamW's states are made at the first step, its foreach
+    temporaries at every step, and the gradients are freed before the next step
+    (zero_grad(set_to_none=True), PyTorch's default)."""
+    rows = []
+    next_id = 0
+    rnd = random.Random(seed)
+
+    def alloc(size):
+        nonlocal next_id
+        rows.append(("alloc", next_id, size, 0))
+        next_id += 1
+        return (next_id - 1, size)
+
+    def free(*blocks):
+        for block in blocks:
+            rows.append(("free", block[0], block[1], 0))
+
+    # float32 parameters: the embedding (tied with the output), then per layer the attention's
+    # and the MLP's matrices, their biases and two layer norms (weight and bias each).
+    per_layer = [3 * hidden * hidden, hidden * hidden, 4 * hidden * hidden, 4 * hidden * hidden,
+                 3 * hidden, hidden, 4 * hidden, hidden, hidden, hidden, hidden, hidden]
+    params = [alloc(4 * vocab * hidden)]
+    for _ in range(layers):
+        params += [alloc(4 * n) for n in per_layer]
+    grads = [None] * len(params)
+    adam = None
+
+    def grad(*indices):
+        for index in indices:
+            if grads[index] is None:
+                grads[index] = alloc(params[index][1])
+
+    for _ in range(steps):
+        seq = rnd.randint(*tokens)
+        tok = batch * seq
+        act = tok * hidden * 2  # bfloat16
+        square = batch * heads * seq * seq * 2
+        ids, labels = alloc(tok * 8), alloc(tok * 8)
+        copies = []  # autocast's bfloat16 weights
+        x = alloc(act)
+        saved = []
+        for _ in range(layers):
+            ln1, stats1 = alloc(act), alloc(tok * 8)
+            copies.append(alloc(3 * hidden * hidden * 2))
+            qkv = alloc(3 * act)
+            scores = alloc(square)
+            probs = alloc(square)
+            free(scores)
+            context = alloc(act)
+            copies.append(alloc(hidden * hidden * 2))
+            attention = alloc(act)
+            x2 = alloc(act)
+            ln2, stats2 = alloc(act), alloc(tok * 8)
+            copies.append(alloc(4 * hidden * hidden * 2))
+            up = alloc(4 * act)
+            gelu = alloc(4 * act)
+            copies.append(alloc(4 * hidden * hidden * 2))
+            down = alloc(act)
+            free(attention)
+            x3 = alloc(act)
+            free(down)
+            saved.append((ln1, stats1, qkv, probs, context, x2, ln2, stats2, up, gelu, x))
+            x = x3
+        final_norm = alloc(act)
+        copies.append(alloc(vocab * hidden * 2))
+        logits = alloc(tok * vocab * 2)
+        free(*copies)  # the autocast region ends
+        logits32, logsumexp, loss = alloc(tok * vocab * 4), alloc(tok * 4), alloc(4)
+        grad_logits32 = alloc(tok * vocab * 4)
+        free(logits32, logsumexp)
+        grad_logits = alloc(tok * vocab * 2)
+        free(grad_logits32)
+        grad(0)
+        grad_x = alloc(act)
+        free(grad_logits, logits, final_norm, x)  # the final norm's input too
+        for layer in reversed(range(layers)):
+            base = 1 + layer * len(per_layer)
+            ln1, stats1, qkv, probs, context, x2, ln2, stats2, up, gelu, x_in = saved.pop()
+            grad_gelu = alloc(4 * act)
+            grad(base + 3, base + 7)
+            grad_up = alloc(4 * act)
+            free(grad_gelu, gelu)
+            grad(base + 2, base + 6)
+            grad_ln2 = alloc(act)
+            free(grad_up, up)
+            grad_x2 = alloc(act)
+            free(grad_ln2, ln2, stats2)
+            grad(base + 9, base + 10)
+            grad_context = alloc(act)
+            grad(base + 1, base + 5)
+            grad_probs = alloc(square)
+            grad_scores = alloc(square)
+            free(grad_probs, probs)
+            grad_qkv = alloc(3 * act)
+            free(grad_scores, grad_context, context)
+            grad(base, base + 4)
+            grad_ln1 = alloc(act)
+            free(grad_qkv, qkv)
+            grad_in = alloc(act)
+            free(grad_ln1, ln1, stats1, grad_x, grad_x2, x2, x_in)
+            grad(base + 8, base + 11)
+            grad_x = grad_in
+        free(grad_x, ids, labels, loss)
+        if adam is None:
+            adam = [(alloc(p[1]), alloc(p[1])) for p in params]
+        for first in range(0, len(params), 24):  # foreach ops, a group of tensors at a time
+            free(*[alloc(p[1]) for p in params[first:first + 24]])
+        free(*grads)
+        grads = [None] * len(params)
+    for state in adam:
+        free(*state)
+    free(*params)
+    return rows
+
+
 def make_variants(traces, out):
     """Writes every variant whose source traces are in `traces`; returns their names."""
     traces, out = pathlib.Path(traces), pathlib.Path(out)
@@ -211,6 +335,7 @@ def make_variants(traces, out):
     # large pool, kept between the caches the loop frees.
     variants["kv_cache_cat_kept_scores"] = kv_cache_decode(kept_scores=32000 * 4 * 16)
     variants["variable_length_inference"] = variable_length_inference()
+    variants["variable_length_training"] = variable_length_training()
     for name, rows in variants.items():
         save(out / f"{name}.csv", rows)
     return sorted(variants)

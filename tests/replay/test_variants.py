@@ -131,6 +131,36 @@ class Variants(unittest.TestCase):
         self.assertEqual(len(shapes), 5)  # no two requests of one shape
         self.assertEqual(rows, make())  # deterministic
 
+    def test_variable_length_training_keeps_its_state_and_changes_every_step(self):
+        def make():
+            return make_variants.variable_length_training(layers=2, hidden=8, heads=2, vocab=10,
+                                                          batch=2, steps=4, tokens=(3, 40),
+                                                          seed=1)
+        rows = make()
+        self.assertTrue(replayable(rows))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)  # nothing is left live at the end
+        params = 1 + 12 * 2  # the embedding and twelve tensors a layer
+        self.assertTrue(all(op == "alloc" for op, *_ in rows[:params]))
+        self.assertEqual(sorted(i for op, i, *_ in rows[-params:] if op == "free"),
+                         list(range(params)))
+        # Each step starts with its token ids and labels (8 bytes a token), then the embedding's
+        # output (2 bytes x hidden a token): a new length every step.
+        starts = [k for k in range(params, len(rows) - 2)
+                  if rows[k][0] == rows[k + 1][0] == "alloc" and rows[k][2] == rows[k + 1][2]
+                  and rows[k + 2][2] == rows[k][2] // 8 * 2 * 8]
+        self.assertEqual(len(starts), 4)
+        self.assertEqual(len({rows[k][2] for k in starts}), 4)
+        # AdamW's two states per parameter are made once, after the first backward, and live
+        # to the end; the gradients are made and freed every step.
+        sizes = [p[2] for p in rows[:params]]
+        first_step = rows[starts[0]:starts[1]]
+        made = [r[2] for r in first_step if r[0] == "alloc"]
+        self.assertEqual(sum(made.count(size) >= 3 for size in set(sizes)), len(set(sizes)))
+        gradients = [r for r in rows[starts[1]:starts[2]] if r[0] == "alloc" and r[2] in sizes]
+        self.assertGreaterEqual(len(gradients), params)
+        self.assertEqual(rows, make())  # deterministic
+
     def test_only_variants_of_traces_present_are_written(self):
         with tempfile.TemporaryDirectory() as folder:
             traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
@@ -141,7 +171,8 @@ class Variants(unittest.TestCase):
             self.assertEqual(names, ["concat_decomfl_bert", "kv_cache_cat_decode",
                                      "kv_cache_cat_kept_scores", "scaled_bert_x2.7",
                                      "scaled_decomfl_x3.3", "two_streams_bert_decomfl",
-                                     "variable_length_inference"])
+                                     "variable_length_inference",
+                                     "variable_length_training"])
             self.assertEqual(make_variants.load(out / "scaled_bert_x2.7.csv"),
                              make_variants.scaled(SMALL, 2.7))
             for name in names:
