@@ -342,7 +342,10 @@ class ReplayServer:
 
     def stop(self):
         if self.process is not None:
-            self.process.stdin.close()
+            try:
+                self.process.stdin.close()  # end of input ends the server
+            except BrokenPipeError:  # it died after its last answer
+                pass
             self.process.wait()
             self.process.stdout.close()
             self.process = None
