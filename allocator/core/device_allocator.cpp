@@ -766,18 +766,30 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
     });
   }
   report.pages = expandable();
-  if (report.pages) report.free_in_partial_pages_bytes = free_in_partial_pages();
+  if (report.pages) {
+    const PartialPageBytes partial = free_in_partial_pages();
+    report.free_in_partial_pages_bytes = partial.in_partial_pages;
+    report.free_beside_in_use_bytes = partial.beside_in_use;
+  }
   return report;
 }
 
-std::size_t DeviceAllocator::free_in_partial_pages() const {
-  std::size_t bytes = 0;
+DeviceAllocator::PartialPageBytes DeviceAllocator::free_in_partial_pages() const {
+  PartialPageBytes bytes;
   for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
     pool->for_each_free([&](const Block* block) {
-      bytes += block->size;
+      bytes.in_partial_pages += block->size;
       block->segment->expandable->for_each_page_inside(
           block->address, block->size,
-          [&](std::uintptr_t, const Page& page) { bytes -= page.size; });
+          [&](std::uintptr_t, const Page& page) { bytes.in_partial_pages -= page.size; });
+      // A free block ends mid-granule only beside a block in use (free neighbours merge): the
+      // granules at its two ends, where they are not wholly its own.
+      const std::uintptr_t end = block->address + block->size;
+      const std::uintptr_t head_end =
+          std::min<std::uintptr_t>(end, round_up(block->address, kSmallPage));
+      const std::uintptr_t tail_start =
+          std::max<std::uintptr_t>(head_end, end / kSmallPage * kSmallPage);
+      bytes.beside_in_use += (head_end - block->address) + (end - tail_start);
     });
   }
   return bytes;

@@ -359,8 +359,13 @@ class DeviceAllocator {
       CUDACACHE_EXCLUDES(mutex_);
   void validate_stream(cudaStream_t stream) CUDACACHE_REQUIRES(mutex_);
   Block* take_allocated(std::unordered_map<void*, Block*>::iterator it) CUDACACHE_REQUIRES(mutex_);
-  // Free bytes of expandable segments in pages that also hold allocated memory.
-  std::size_t free_in_partial_pages() const CUDACACHE_REQUIRES(mutex_);
+  // Free bytes of expandable segments in pages that also hold allocated memory, and how many of
+  // them share a 2 MiB granule with memory in use (OomReport).
+  struct PartialPageBytes {
+    std::size_t in_partial_pages = 0;
+    std::size_t beside_in_use = 0;
+  };
+  PartialPageBytes free_in_partial_pages() const CUDACACHE_REQUIRES(mutex_);
   OomReport make_report(const Request& request) const CUDACACHE_REQUIRES(mutex_);
   OomContext make_context(const Request& request, int round) const CUDACACHE_REQUIRES(mutex_);
   BlockPool& pool_of(const Block& block) CUDACACHE_REQUIRES(mutex_);

@@ -33,7 +33,13 @@ std::string describe_oom(const OomReport& r, const Options& options) {
   if (r.pages) {
     text += " Reserved memory is mapped pages; " + format_size(r.free_in_partial_pages_bytes) +
             " of the free memory lies in pages that also hold allocated memory, so it can be "
-            "neither unmapped nor moved to where the request needs it.";
+            "neither unmapped nor moved to where the request needs it";
+    if (r.free_beside_in_use_bytes > 0) {
+      text += " (" + format_size(r.free_beside_in_use_bytes) +
+              " of it in the 2 MiB granules, the least a page can be, that it shares with "
+              "memory in use)";
+    }
+    text += '.';
   }
   if (r.fraction_cap_hit) {
     text += " The per_process_memory_fraction cap (" +

@@ -73,6 +73,10 @@ struct OomReport {
   // free bytes in pages that also hold allocated memory can be neither unmapped nor moved.
   bool pages = false;
   std::size_t free_in_partial_pages_bytes = 0;
+  // Of those, the bytes in 2 MiB granules that also hold memory in use: a granule is the least a
+  // page can be, so no page size would free them; the rest lies in whole granules of larger
+  // pages.
+  std::size_t free_beside_in_use_bytes = 0;
 };
 
 class CUDACACHE_API OutOfMemoryError : public std::bad_alloc {

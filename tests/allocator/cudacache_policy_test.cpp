@@ -686,13 +686,42 @@ TEST_F(CudacachePolicy, OutOfMemoryReportsFreeMemoryInPartialPages) {
     EXPECT_TRUE(error.report().pages);
     EXPECT_EQ(error.report().reserved_bytes, 12 * kMiB);
     EXPECT_EQ(error.report().free_in_partial_pages_bytes, 6 * kMiB);
+    // Every free byte shares a 2 MiB granule with a block in use: no page size would free it.
+    EXPECT_EQ(error.report().free_beside_in_use_bytes, 6 * kMiB);
     const std::string message = error.what();
     EXPECT_NE(message.find("6.00 MiB of the free memory lies in pages that also hold allocated"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("(6.00 MiB of it in the 2 MiB granules, the least a page can be, that "
+                           "it shares with memory in use)."),
               std::string::npos)
         << message;
     EXPECT_EQ(message.find("max_split_size_mb"), std::string::npos) << message;
   }
   for (int i = 0; i < 8; i += 2) allocator.deallocate(blocks[i]);
+}
+
+TEST_F(CudacachePolicy, OutOfMemoryTellsFreeGranulesOfLargerPagesFromGranulesSharedWithBlocks) {
+  // With room on a 2 GiB device a page is 4 MiB (1/512 of it): a 2 MiB block leaves the other
+  // granule of its page free and whole, which only a smaller page would have freed.
+  ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);
+  DeviceAllocator allocator(0, options());
+  void* block = allocator.allocate(2 * kMiB, nullptr);
+  try {
+    allocator.allocate(4096 * kMiB, nullptr);  // more than the device
+    ADD_FAILURE() << "expected an out-of-memory error";
+  } catch (const OutOfMemoryError& error) {
+    EXPECT_EQ(error.report().free_in_partial_pages_bytes, 2 * kMiB);
+    EXPECT_EQ(error.report().free_beside_in_use_bytes, 0u);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("2.00 MiB of the free memory lies in pages that also hold allocated "
+                           "memory, so it can be neither unmapped nor moved to where the request "
+                           "needs it. "),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find("granules"), std::string::npos) << message;
+  }
+  allocator.deallocate(block);
 }
 
 // Note [Blocks under a granule]: a block of more than 1 MiB but under 2 MiB comes from the small
