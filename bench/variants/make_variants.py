@@ -87,6 +87,25 @@ def interleaved(first, second, seed):
     return rows
 
 
+class MadeUpTrace:
+    """The rows of a trace written here, all on stream 0: alloc() returns a block (its id and
+    size), free() frees blocks."""
+
+    def __init__(self):
+        self.rows = []
+        self.next_id = 0
+
+    def alloc(self, size):
+        block = (self.next_id, size)
+        self.rows.append(("alloc", self.next_id, size, 0))
+        self.next_id += 1
+        return block
+
+    def free(self, *blocks):
+        for ident, size in blocks:
+            self.rows.append(("free", ident, size, 0))
+
+
 def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128,
                     kept_scores=0):
     """A decode loop that grows each layer's KV cache by one token with torch.cat: the new cache
@@ -94,17 +113,8 @@ def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 *
     step; the caches dropped after each request; weights live throughout. With `kept_scores`,
     each step also keeps that many bytes of scores until its request ends (Hugging Face's
     generate(output_scores=True)), allocated while the step's logits are live."""
-    rows = []
-    next_id = 0
-
-    def alloc(size):
-        nonlocal next_id
-        rows.append(("alloc", next_id, size, 0))
-        next_id += 1
-        return (next_id - 1, size)
-
-    def free(block):
-        rows.append(("free", block[0], block[1], 0))
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
 
     weights = [alloc(50 << 20) for _ in range(layers)]
     for _ in range(requests):
@@ -127,7 +137,7 @@ def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 *
             free(kept)
     for weight in weights:
         free(weight)
-    return rows
+    return trace.rows
 
 
 def variable_length_inference(layers=24, hidden=1024, heads=16, vocab=30522, requests=200, seed=3):
@@ -136,19 +146,9 @@ def variable_length_inference(layers=24, hidden=1024, heads=16, vocab=30522, req
     attention scores' their square, so that a request's blocks rarely have the sizes of the
     last one's. Weights live throughout; each layer frees its temporaries as soon as an
     inference forward no longer needs them, and the output is freed once copied to the host."""
-    rows = []
-    next_id = 0
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
     rnd = random.Random(seed)
-
-    def alloc(size):
-        nonlocal next_id
-        rows.append(("alloc", next_id, size, 0))
-        next_id += 1
-        return (next_id - 1, size)
-
-    def free(*blocks):
-        for block in blocks:
-            rows.append(("free", block[0], block[1], 0))
 
     weights = [alloc(vocab * hidden * 2)]
     for _ in range(layers):
@@ -181,7 +181,7 @@ def variable_length_inference(layers=24, hidden=1024, heads=16, vocab=30522, req
         pooled = alloc(batch * hidden * 2)
         free(x, pooled)
     free(*weights)
-    return rows
+    return trace.rows
 
 
 def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch=4, steps=30,
@@ -194,19 +194,9 @@ def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch
     it, among the activations it frees; AdamW's states are made at the first step, its foreach
     temporaries at every step, and the gradients are freed before the next step
     (zero_grad(set_to_none=True), PyTorch's default)."""
-    rows = []
-    next_id = 0
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
     rnd = random.Random(seed)
-
-    def alloc(size):
-        nonlocal next_id
-        rows.append(("alloc", next_id, size, 0))
-        next_id += 1
-        return (next_id - 1, size)
-
-    def free(*blocks):
-        for block in blocks:
-            rows.append(("free", block[0], block[1], 0))
 
     # float32 parameters: the embedding (tied with the output), then per layer the attention's
     # and the MLP's matrices, their biases and two layer norms (weight and bias each).
@@ -303,7 +293,7 @@ def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch
     for state in adam:
         free(*state)
     free(*params)
-    return rows
+    return trace.rows
 
 
 def make_variants(traces, out):
