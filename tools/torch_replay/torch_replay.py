@@ -344,7 +344,7 @@ class ReplayServer:
         if self.process is not None:
             try:
                 self.process.stdin.close()  # end of input ends the server
-            except BrokenPipeError:  # it died after its last answer
+            except BrokenPipeError:  # it died with a request unread
                 pass
             self.process.wait()
             self.process.stdout.close()
@@ -375,14 +375,7 @@ class ReplayServer:
             status = self.process.wait()
             self.server_err.seek(0)
             output = self.server_err.read()
-            for pipe in (self.process.stdin, self.process.stdout):
-                try:
-                    pipe.close()
-                except BrokenPipeError:  # what was written before the server died
-                    pass
-            self.process = None
-            self.server_err.close()
-            self.server_err = None
+            self.stop()
             return status, "", output
         outputs = [pathlib.Path(path).read_text() if os.path.exists(path) else ""
                    for path in (self.paths["replay.out"], self.paths["replay.err"])]
