@@ -222,6 +222,27 @@ if "--serve" in sys.argv:
                          completed.stderr)
         self.assertIn("pretending the replay crashed", completed.stderr)
 
+    def test_a_server_that_started_cuda_is_an_error_not_a_retry(self):
+        """Each fork must start CUDA itself (its device is sized first): a server that started
+        CUDA before forking makes every replay fail, and the run ends at once with the fork's
+        error."""
+        with tempfile.TemporaryDirectory() as directory:
+            hooks = pathlib.Path(directory) / "hooks"
+            hooks.mkdir()
+            (hooks / "sitecustomize.py").write_text(
+                "import sys\n"
+                "if '--serve' in sys.argv:\n"
+                "    import torch\n"
+                "    torch.cuda.init()\n")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(hooks), os.environ.get("PYTHONPATH", "")]))
+            completed = run_driver(expandable_trace(directory), env=env, check=False)
+        self.assertEqual(completed.returncode, 1, completed.stderr)
+        self.assertIn("exited with 1 and gave no result", completed.stderr)
+        self.assertIn("Cannot re-initialize CUDA in forked subprocess", completed.stderr)
+        self.assertNotIn("running it again", completed.stderr)
+        self.assertEqual(completed.stdout, "")
+
     def test_a_replay_process_killed_every_time_is_an_error(self):
         with tempfile.TemporaryDirectory() as directory:
             python = self.crashing_python(directory, crashes=3)
