@@ -73,6 +73,13 @@ class BlockPool {
   void for_each_free(Fn&& fn) const {
     for (Block* block : free_) fn(block);
   }
+  // Every free (mapped) block, in BlockOrder, while fn returns true.
+  template <typename Fn>
+  void for_each_free_while(Fn&& fn) const {
+    for (Block* block : free_) {
+      if (!fn(block)) return;
+    }
+  }
   // Every free (mapped) block of `size` bytes or more, in BlockOrder: one search per stream.
   template <typename Fn>
   void for_each_free_of_at_least(std::size_t size, Fn&& fn) const {

@@ -408,6 +408,28 @@ class DeviceAllocator {
   std::vector<std::size_t> planned_pages_ CUDACACHE_GUARDED_BY(mutex_);  // while a page is cut
   // map_gathered_pages' list of pages to map, kept between growths (no host malloc per growth).
   std::vector<Page> growth_pages_ CUDACACHE_GUARDED_BY(mutex_);
+  // A whole free page gather_pages may move: where it is, and since when its block is free.
+  struct PageCandidate {
+    Block* block;
+    std::uintptr_t address;
+    std::size_t size;
+    bool exclusive;
+    std::uint64_t free_since;  // the block's gc_count_base: its pool's searches when it was freed
+  };
+  // gather_pages' lists, kept between growths as growth_pages_ is.
+  struct GatherLists {
+    std::vector<const Block*> keep;          // blocks whose pages stay
+    std::vector<PageCandidate> candidates;   // pages that may move
+    std::vector<PageCandidate> chosen;       // pages that move
+    std::vector<cudaStream_t> synchronized;  // streams synchronized for them
+    void clear() {
+      keep.clear();
+      candidates.clear();
+      chosen.clear();
+      synchronized.clear();
+    }
+  };
+  GatherLists gather_lists_ CUDACACHE_GUARDED_BY(mutex_);
   bool new_pages_only_ CUDACACHE_GUARDED_BY(mutex_) = false;  // during grow_in_new_pages
   // During allocate_expandable for a request larger than 1 MiB in the small pool.
   bool growth_under_granule_ CUDACACHE_GUARDED_BY(mutex_) = false;

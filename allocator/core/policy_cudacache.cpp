@@ -16,7 +16,9 @@
 //   memory held twice). Among pages of one size, those of the block free the longest go first,
 //   as a cache gives up what it used least recently: on `qwen7b` with room 662 unmaps became 55
 //   (with Note [Lifetime classes]). Nothing moves with room while less than a quarter of the
-//   free memory lies in whole pages (Note [Moves need whole pages]).
+//   free memory lies in whole pages (Note [Moves need whole pages]). A growth of the small
+//   pool's 2 MiB pages past the limit takes a larger whole page (Note [Small pages past the
+//   held limit]).
 // - A growth that would end the room while the device has it now (one large request, not a
 //   device filling up) is held to kHeldPerMille too, its pages moved as with room: otherwise it
 //   creates what it needs, however much is free elsewhere, and what is held jumps.
@@ -238,6 +240,30 @@
 // the peak and `qwen7b` at every size unchanged. A share of 1/10 left the KV cache at 1.290 x;
 // 1/2 took a two-stream variant to 1.170 x and the pinned buffer to 1.096 x.
 //
+// Note [Small pages past the held limit]: with room, the small pool's ranges grow by 2 MiB pages,
+// and a move takes no page larger than what a growth lacks (free memory left where a page lands
+// is memory held twice: Note [Moving pages]). Past the held limit they could then take only
+// free 2 MiB pages, which the large pool, made of 20-80 MiB pages with room, never has: a
+// program whose small blocks grow after its large ones have peaked created them while whole
+// free pages lay in the large pool. On bench/variants.sh's `variable_length_training` (a
+// decoder trained on batches of 64-512 tokens) the small pool created 112 MiB in 2 MiB pages
+// late in the run, for blocks of 0.4-1.9 MiB (most over 1 MiB: Note [Blocks under a granule]),
+// while about 2 GiB of the large pool lay free in whole granules: 1.126 x its peak held. So, with
+// room, what 2 MiB pages cannot cover of such a growth comes with the smallest whole free page
+// larger than it lacks, of those free the longest, whatever its pool, once its block has been
+// free for kSettledSearches searches of its pool: what is held does not change, and the rest of
+// the page serves the small pool's next growths without a device call. A page freed a search or
+// two before is memory the program comes straight back to: taken at once, a steady training
+// loop (the synthetic workload on an 8 GiB device) moved one back and forth every step, the
+// large pool taking it again (Replayer.SteadyTrainingLoopMakesNoDeviceCallAfterItsWarmUp).
+// Measured side by side (cudacache-replay, the 11 real traces and bench/variants.sh's 16;
+// smallest device, default device, devices of 1.005 / 1.02 / 1.05 / 1.1 / 1.2 / 1.3 / 1.5 / 2 /
+// 4 x the peak): that trace holds 1.092 x its peak with room (torch-expandable 1.103, CUB
+// 1.054), its calls with room 35.6 -> 23.3 ms; nothing else changed, no smallest device either.
+// Settled after 2 to 8 searches the same (1.091-1.092), after 16 / 32 / 64 about 1.097 / 1.11 /
+// 1.12. With no wait, `scaled_nca3d_x0.21`'s calls at 1.02 x fell too (107.0 -> 78.1 ms), but the
+// loop above moved pages every step.
+//
 // Note [Blocks under a granule]: a request of more than 1 MiB (the small pool's largest) but
 // under one 2 MiB granule is served from the small pool's ranges; PyTorch's large pool takes
 // it. Among large blocks such a block shares a granule with them at each end, and where it
@@ -316,6 +342,10 @@ constexpr std::size_t kHeldPerMille = 1080;
 // Note [Moves need whole pages]: with room, pages move only while at least 1/kWholePageShare of
 // the large pool's free memory lies in whole pages.
 constexpr std::size_t kWholePageShare = 4;
+// Note [Small pages past the held limit]: a larger page moves to the small pool only once its
+// block has been free for this many searches of its pool (memory the program does not come
+// straight back to).
+constexpr std::uint64_t kSettledSearches = 8;
 // Note [Pages shrink as the device fills]: the largest page, as a fraction of the memory this
 // allocator may use (with room) or of the free memory left (without), the smallest page
 // without room, as a fraction of the memory this allocator may use, and the largest without
@@ -368,13 +398,16 @@ bool DeviceAllocator::room_before_growth() const {
 }
 
 bool DeviceAllocator::free_memory_mostly_in_shared_pages() const {
+  // The free bytes first (a walk of the index), then the pages (a lookup per block), only until
+  // enough of them are whole.
   std::size_t free_bytes = 0;
+  large_pool_.for_each_free([&](const Block* block) { free_bytes += block->size; });
   std::size_t in_whole_pages = 0;
-  large_pool_.for_each_free([&](const Block* block) {
-    free_bytes += block->size;
+  large_pool_.for_each_free_while([&](const Block* block) {
     block->segment->expandable->for_each_page_inside(
         block->address, block->size,
         [&](std::uintptr_t, const Page& page) { in_whole_pages += page.size; });
+    return in_whole_pages * kWholePageShare < free_bytes;
   });
   return in_whole_pages * kWholePageShare < free_bytes;
 }
@@ -579,15 +612,13 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   if (!room && estimated_available() >= need) return;
   // With room, a move must save a create: only pages at least as large as one are moved.
   const std::size_t smallest = room ? std::min(page, need) : 0;
-  struct Candidate {
-    Block* block;
-    std::uintptr_t address;
-    std::size_t size;
-    bool exclusive;
-    std::uint64_t free_since;  // the block's gc_count_base: its pool's searches when it was freed
-  };
+  using Candidate = PageCandidate;
+  // Lists kept between growths (no host malloc per move; gather_pages is never re-entered).
+  GatherLists& lists = gather_lists_;
+  lists.clear();
   // The chain and its neighbours keep their pages (built only now: most growths return above).
-  std::vector<const Block*> keep{candidate->prev};
+  std::vector<const Block*>& keep = lists.keep;
+  keep.push_back(candidate->prev);
   for (const Block* block = candidate;; block = block->next) {
     keep.push_back(block);
     keep.push_back(block->next);
@@ -595,7 +626,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   }
   // No page smaller than 2 MiB (nor than `smallest`) exists: a smaller free block holds none.
   const std::size_t least = std::max(smallest, kSmallPage);
-  std::vector<Candidate> candidates;
+  std::vector<Candidate>& candidates = lists.candidates;
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
     pool->for_each_free_of_at_least(least, [&](Block* block) {
       if (std::find(keep.begin(), keep.end(), block) != keep.end()) return;
@@ -616,7 +647,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     if (a.size != b.size) return a.size > b.size;
     return a.free_since < b.free_since;
   });
-  std::vector<Candidate> chosen;
+  std::vector<Candidate>& chosen = lists.chosen;
   std::size_t covered = 0;
   for (const Candidate& found : candidates) {
     if (covered == need) break;
@@ -624,6 +655,20 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     if (found.exclusive && covered + found.size > whole) continue;
     covered += found.size;
     chosen.push_back(found);
+  }
+  // With room, what the small pool's 2 MiB pages cannot cover is the smallest whole free page
+  // larger than what is missing (Note [Small pages past the held limit]).
+  if (room && candidate->segment->pool == PoolKind::kSmall && covered < need) {
+    const Candidate* larger = nullptr;
+    for (const Candidate& found : candidates) {  // the largest first, then the longest free
+      if (found.exclusive || found.size <= need - covered) continue;
+      if (pool_of(*found.block).search_count() - found.free_since < kSettledSearches) continue;
+      if (larger == nullptr || found.size < larger->size) larger = &found;
+    }
+    if (larger != nullptr) {
+      covered += larger->size;
+      chosen.push_back(*larger);
+    }
   }
   // Without room, what is still missing may be cut off the end of a larger page of one block
   // (Note [Pages of one block]): the smallest such page.
@@ -643,7 +688,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   std::sort(chosen.begin(), chosen.end(),
             [](const Candidate& a, const Candidate& b) { return a.address > b.address; });
   // One synchronize per stream whose pages move, not one per page.
-  std::vector<cudaStream_t> synchronized;
+  std::vector<cudaStream_t>& synchronized = lists.synchronized;
   for (const Candidate& move : chosen) {
     const cudaStream_t stream = move.block->segment->expandable->stream();
     if (std::find(synchronized.begin(), synchronized.end(), stream) != synchronized.end()) continue;

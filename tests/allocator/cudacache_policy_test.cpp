@@ -419,6 +419,55 @@ TEST_F(CudacachePolicy, WithRoomNoPageMovesWhileMostFreeMemoryIsInSharedPages) {
   }
 }
 
+// Note [Small pages past the held limit]: with room, a growth of the small pool past the held
+// limit takes the smallest whole free page elsewhere, however much larger than its 2 MiB, rather
+// than creating one, once that page's block has been free for a few searches. Here ten freed
+// 15 MiB blocks share their pages with live neighbours, so a 100 MiB request creates its five
+// pages past the limit (Note [Moves need whole pages]); freed, its pages are whole and free. Right
+// after that free the small pool's first growth creates its own 2 MiB page (the program may come
+// straight back to the memory it just freed); after eight other requests it takes one of them.
+TEST_F(CudacachePolicy, WithRoomTheSmallPoolPastTheHeldLimitTakesALargerSettledFreePage) {
+  for (const bool settled : {false, true}) {
+    SCOPED_TRACE(settled);
+    ASSERT_EQ(cudasim_set_capacity(0, std::size_t{16} << 30), 0);  // room, 20 MiB pages
+    DeviceAllocator allocator(0, options());
+    std::vector<void*> blocks;
+    for (int i = 0; i < 20; ++i) blocks.push_back(allocator.allocate(15 * kMiB, nullptr));
+    for (int i = 0; i < 20; i += 2) allocator.deallocate(blocks[static_cast<std::size_t>(i)]);
+    const cudasim_call_counts before_large = sim_calls();
+    void* large = allocator.allocate(100 * kMiB, nullptr);
+    EXPECT_EQ(sim_calls().create, before_large.create + 5);  // 400 MiB held, 300 MiB at most used
+    allocator.deallocate(large);
+    if (settled) {
+      for (int i = 0; i < 8; ++i) allocator.deallocate(allocator.allocate(15 * kMiB, nullptr));
+    }
+    const std::int64_t held = reserved(allocator.stats());
+    EXPECT_EQ(held, static_cast<std::int64_t>(400 * kMiB));
+    const cudasim_call_counts before = sim_calls();
+    std::vector<void*> small;
+    small.push_back(allocator.allocate(512 * 1024, nullptr));
+    cudasim_call_counts counts = sim_calls();
+    if (!settled) {
+      EXPECT_EQ(counts.create, before.create + 1);  // 2 MiB
+      EXPECT_EQ(counts.unmap, before.unmap);
+      EXPECT_EQ(reserved(allocator.stats()), held + static_cast<std::int64_t>(2 * kMiB));
+    } else {
+      EXPECT_EQ(counts.create, before.create);       // none created: the 2 MiB it lacks ...
+      EXPECT_EQ(counts.unmap, before.unmap + 1);     // ... come with a 20 MiB page moved
+      EXPECT_EQ(reserved(allocator.stats()), held);  // what is held stays
+      EXPECT_EQ(sim_counters().in_use_bytes, static_cast<std::size_t>(held));
+      // The rest of the page serves the small pool's next 19 MiB without a device call.
+      for (int i = 1; i < 40; ++i) small.push_back(allocator.allocate(512 * 1024, nullptr));
+      counts = sim_calls();
+      EXPECT_EQ(counts.create + counts.map + counts.unmap,
+                before.create + before.map + 1 + before.unmap + 1);
+    }
+    for (void* block : small) ASSERT_EQ(cudaMemset(block, 5, 512 * 1024), cudaSuccess);
+    for (void* block : small) allocator.deallocate(block);
+    for (int i = 1; i < 20; i += 2) allocator.deallocate(blocks[static_cast<std::size_t>(i)]);
+  }
+}
+
 TEST_F(CudacachePolicy, EmptyCacheReleasesEveryFreePage) {
   DeviceAllocator allocator(0, options());
   void* kept = allocator.allocate(1 * kMiB, nullptr);
