@@ -35,16 +35,19 @@ Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size
   return block;
 }
 
-FreeIndex::Iterator BlockPool::candidate(FreeIndex::Iterator at, cudaStream_t stream,
-                                         bool pass_holes) const {
+[[gnu::always_inline]] inline FreeIndex::Iterator BlockPool::candidate(FreeIndex::Iterator at,
+                                                                       cudaStream_t stream,
+                                                                       bool pass_holes) const {
   int steps = 0;
   auto of_stream = [&] { return at != free_.end() && (*at)->stream == stream; };
   while (pass_holes && of_stream() && (*at)->long_lived_hole && ++steps < kLifetimeScan) ++at;
   return of_stream() && !(pass_holes && (*at)->long_lived_hole) ? at : free_.end();
 }
 
-FreeIndex::Iterator BlockPool::rule_fit(FreeIndex::Iterator it, cudaStream_t stream, FitRule rule,
-                                        bool pass_holes) const {
+[[gnu::always_inline]] inline FreeIndex::Iterator BlockPool::rule_fit(FreeIndex::Iterator it,
+                                                                      cudaStream_t stream,
+                                                                      FitRule rule,
+                                                                      bool pass_holes) const {
   while (rule == FitRule::kLeastGrowable) {
     const auto next = candidate(std::next(it), stream, pass_holes);
     if (next == free_.end() || growable_size(*next) >= growable_size(*it)) break;
@@ -59,17 +62,18 @@ FreeIndex::Iterator BlockPool::lifetime_fit(FreeIndex::Iterator smallest, cudaSt
   auto serves = [&](FreeIndex::Iterator at) {
     return may_serve((*at)->size, size, max_split_size);
   };
-  if (lifetime == Lifetime::kLong) {
+  if (lifetime != Lifetime::kShort) {
     int steps = 0;
-    for (auto at = smallest; at != free_.end() && (*at)->stream == stream && steps < kLifetimeScan;
+    for (auto at = smallest; lifetime == Lifetime::kLong && at != free_.end() &&
+                             (*at)->stream == stream && steps < kLifetimeScan;
          ++at, ++steps) {
       if ((*at)->long_lived_hole && serves(at)) return at;
     }
+    return rule_fit(smallest, stream, rule, false);  // no long-lived hole serves
   }
   // A short-lived request passes over long-lived holes while `rule` finds another block.
-  const bool pass_holes = lifetime == Lifetime::kShort;
-  const auto first = candidate(smallest, stream, pass_holes);
-  const auto it = rule_fit(first != free_.end() ? first : smallest, stream, rule, pass_holes);
+  const auto first = candidate(smallest, stream, true);
+  const auto it = rule_fit(first != free_.end() ? first : smallest, stream, rule, true);
   if (serves(it)) return it;
   return rule_fit(smallest, stream, rule, false);  // not to be split here: without lifetimes
 }
