@@ -663,6 +663,10 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     for (const Candidate& found : candidates) {  // the largest first, then the longest free
       if (found.exclusive || found.size <= need - covered) continue;
       if (pool_of(*found.block).search_count() - found.free_since < kSettledSearches) continue;
+      if (std::any_of(chosen.begin(), chosen.end(),
+                      [&](const Candidate& move) { return move.address == found.address; })) {
+        continue;  // moved already
+      }
       if (larger == nullptr || found.size < larger->size) larger = &found;
     }
     if (larger != nullptr) {
