@@ -627,11 +627,13 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
   // No page smaller than 2 MiB (nor than `smallest`) exists: a smaller free block holds none.
   const std::size_t least = std::max(smallest, kSmallPage);
   std::vector<Candidate>& candidates = lists.candidates;
+  // The visitors run here, under the lock (the analysis cannot see that of a lambda).
   for (BlockPool* pool : {&large_pool_, &small_pool_}) {
-    pool->for_each_free_of_at_least(least, [&](Block* block) {
+    pool->for_each_free_of_at_least(least, [&](Block* block) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS {
       if (std::find(keep.begin(), keep.end(), block) != keep.end()) return;
       block->segment->expandable->for_each_page_inside(
-          block->address, block->size, [&](std::uintptr_t address, const Page& found) {
+          block->address, block->size,
+          [&](std::uintptr_t address, const Page& found) CUDACACHE_NO_THREAD_SAFETY_ANALYSIS {
             if (found.size <= stretch && found.size >= smallest) {
               candidates.push_back(
                   {block, address, found.size, found.exclusive, block->gc_count_base});
