@@ -63,13 +63,16 @@ for factor in 1.2 2 4; do
   sized+=(--sized-json "$factor=$work/sized-$factor.json")
 done
 
-# Five repetitions of every run, interleaved at random, of which write_results.py keeps the least
+# Ten repetitions of every run, interleaved at random, of which write_results.py keeps the least
 # time per event: on a shared machine, load only adds time, and a trace's ratio to PyTorch's
-# policy moved by up to 40 % between two runs of the same binary (medians of five).
+# policy moved by up to 40 % between two runs of the same binary (medians of five). Ten of 0.1 s
+# take as long as five of 0.2 s (the count until 2026-12-06), and the least of ten is likelier
+# to come from a quiet stretch (on 2026-12-06 runs of three of one binary gave `qwen7b` 1.12 to
+# 1.69 x the native policy's time).
 echo "results.sh: bench_replay" >&2
 build/release/bench/replay/bench_replay --traces="$traces" \
-  --allocators=cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.2 \
-  --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+  --allocators=cudacache,pytorch,pytorch-expandable,cub,nocache --benchmark_min_time=0.1 \
+  --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true \
   --benchmark_out_format=json --benchmark_out="$work/bench.json" >&2
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
