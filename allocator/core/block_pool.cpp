@@ -62,15 +62,14 @@ FreeIndex::Iterator BlockPool::lifetime_fit(FreeIndex::Iterator smallest, cudaSt
   auto serves = [&](FreeIndex::Iterator at) {
     return may_serve((*at)->size, size, max_split_size);
   };
-  if (lifetime != Lifetime::kShort) {
+  if (lifetime == Lifetime::kLong) {
     int steps = 0;
-    for (auto at = smallest; lifetime == Lifetime::kLong && at != free_.end() &&
-                             (*at)->stream == stream && steps < kLifetimeScan;
+    for (auto at = smallest; at != free_.end() && (*at)->stream == stream && steps < kLifetimeScan;
          ++at, ++steps) {
       if ((*at)->long_lived_hole && serves(at)) return at;
     }
-    return rule_fit(smallest, stream, rule, false);  // no long-lived hole serves
   }
+  if (lifetime != Lifetime::kShort) return rule_fit(smallest, stream, rule, false);
   // A short-lived request passes over long-lived holes while `rule` finds another block.
   const auto first = candidate(smallest, stream, true);
   const auto it = rule_fit(first != free_.end() ? first : smallest, stream, rule, true);
