@@ -760,6 +760,7 @@ OomReport DeviceAllocator::make_report(const Request& request) const {
   report.fragmentation = fragmentation(report.reserved_bytes, report.allocated_bytes,
                                        report.largest_free_cached_block);
   report.fraction_cap_hit = request.fraction_cap_hit;
+  report.address_range_refused_bytes = request.address_range_refused;
   for (const BlockPool* pool : {&large_pool_, &small_pool_}) {
     pool->for_each_free([&](const Block* block) {
       if (block->stream != request.stream) report.free_on_other_streams_bytes += block->size;

@@ -120,6 +120,8 @@ class DeviceAllocator {
     cudaStream_t stream = nullptr;
     BlockPool* pool = nullptr;
     bool fraction_cap_hit = false;
+    // A new address range for the request's (stream, pool) that the driver refused (bytes).
+    std::size_t address_range_refused = 0;
     StackId stack = 0;  // where the caller is, when stacks are captured
     // cudacache's policy: the request's context and what it predicts (lifetime_predictor.h).
     std::uint32_t context = 0;
@@ -166,10 +168,10 @@ class DeviceAllocator {
 
   // PyTorch's expandable segments and the page machinery (policy_pytorch_expandable.cpp,
   // Note [Expandable segments] in expandable_segment.h).
-  Block* allocate_expandable(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* allocate_expandable(Request& request) CUDACACHE_REQUIRES(mutex_);
   // Where the request's range grows (the policy decides), or a new range; nullptr when full.
-  Block* find_expandable_block(const Request& request) CUDACACHE_REQUIRES(mutex_);
-  Block* reserve_range(const Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* find_expandable_block(Request& request) CUDACACHE_REQUIRES(mutex_);
+  Block* reserve_range(Request& request) CUDACACHE_REQUIRES(mutex_);
   // Reads device_total_bytes_ from the device's properties once, as PyTorch does; the error
   // leaves it 0.
   cudaError_t read_device_memory() CUDACACHE_REQUIRES(mutex_);

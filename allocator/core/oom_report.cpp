@@ -41,6 +41,12 @@ std::string describe_oom(const OomReport& r, const Options& options) {
     }
     text += '.';
   }
+  if (r.address_range_refused_bytes > 0) {
+    text += " The driver refused " + format_size(r.address_range_refused_bytes) +
+            " of virtual address space for a new range of this stream's pool: the process's "
+            "address space ran out, not the device's memory (each stream that allocates holds "
+            "a range of about 9/8 of the device per pool).";
+  }
   if (r.fraction_cap_hit) {
     text += " The per_process_memory_fraction cap (" +
             options.per_process_memory_fraction.to_string() + " of the device) was reached.";
@@ -48,6 +54,11 @@ std::string describe_oom(const OomReport& r, const Options& options) {
   const std::size_t suggested_split_mb = std::max<std::size_t>(20, r.requested_bytes >> 20);
   if (r.device_total_bytes > 0 && r.requested_bytes > r.device_total_bytes) {
     text += " The request is larger than the whole device: no setting can satisfy it.";
+  } else if (r.address_range_refused_bytes > 0) {
+    text +=
+        " Allocate on fewer streams, free the tensors that keep other streams' ranges in use "
+        "and call empty_cache(), or use CUDACACHE_CONF=policy:pytorch (segments of the "
+        "request's size, no ranges).";
   } else if (r.fraction_cap_hit) {
     text += " Raise per_process_memory_fraction, or free memory.";
   } else if (r.free_on_other_streams_bytes * 2 > r.reserved_unallocated_bytes) {

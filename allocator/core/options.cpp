@@ -190,7 +190,7 @@ std::string MemoryFraction::parse(std::string_view text) {
   if (!parse_double(text, &parsed) || !(parsed >= 0.0 && parsed <= 1.0)) {
     return "a number between 0 and 1, or 'unset'";
   }
-  value = parsed;
+  value = parsed + 0.0;  // -0 is 0 (printed back as 0)
   return {};
 }
 

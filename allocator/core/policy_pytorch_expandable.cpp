@@ -32,7 +32,7 @@ std::int64_t as_signed(std::size_t value) { return static_cast<std::int64_t>(val
 
 }  // namespace
 
-Block* DeviceAllocator::allocate_expandable(const Request& request) {
+Block* DeviceAllocator::allocate_expandable(Request& request) {
   Block* candidate = find_expandable_block(request);
   if (candidate == nullptr) return nullptr;
   // Note [Blocks under a granule]; reset also when the growth throws.
@@ -71,7 +71,7 @@ Block* DeviceAllocator::map_chain(Block* candidate, std::size_t size) {
   return candidate;
 }
 
-Block* DeviceAllocator::find_expandable_block(const Request& request) {
+Block* DeviceAllocator::find_expandable_block(Request& request) {
   Block* found = nullptr;
   if (policy_ == PlacementPolicy::kCudacache) {
     found = most_free_growth_site(request);
@@ -93,7 +93,7 @@ cudaError_t DeviceAllocator::read_device_memory() {
   return error;
 }
 
-Block* DeviceAllocator::reserve_range(const Request& request) {
+Block* DeviceAllocator::reserve_range(Request& request) {
   BlockPool& pool = *request.pool;
   // A new range for this (stream, pool): 1 1/8 x the device's memory, in whole pages, and never
   // smaller than the request (the device may have grown since its memory was read; a request
@@ -118,8 +118,14 @@ Block* DeviceAllocator::reserve_range(const Request& request) {
   auto owned_segment = std::make_unique<Segment>();
   cudaError_t error = cudaSuccess;
   auto range = ExpandableSegment::reserve(*backend_, page, pages, request.stream, &error);
-  if (range == nullptr && error == cudaErrorMemoryAllocation) return nullptr;
+  if (range == nullptr && error == cudaErrorMemoryAllocation) {
+    // Address space, not device memory, ran out (each (stream, pool) holds 9/8 of the device):
+    // the out-of-memory report says so.
+    request.address_range_refused = page * pages;
+    return nullptr;
+  }
   if (range == nullptr) report::cuda_error("cuMemAddressReserve", device_, error);
+  request.address_range_refused = 0;                      // a retry of the ladder got it
   segments_.emplace(range->base(), owned_segment.get());  // a throw frees `range` and the segment
 
   Segment* segment = owned_segment.release();

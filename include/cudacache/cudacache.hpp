@@ -77,6 +77,10 @@ struct OomReport {
   // page can be, so no page size would free them; the rest lies in whole granules of larger
   // pages.
   std::size_t free_beside_in_use_bytes = 0;
+  // Nonzero when the driver refused the address range (this many bytes) that the request's
+  // stream and pool needed: the process's virtual address space ran out, not device memory
+  // (each stream's pool holds a range of about 9/8 of the device).
+  std::size_t address_range_refused_bytes = 0;
 };
 
 class CUDACACHE_API OutOfMemoryError : public std::bad_alloc {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace cudacache {
@@ -98,6 +99,14 @@ TEST(Options, TheDefaultsPrintAStringThatParses) {
 // Found by fuzz_options: numbers were printed with a stream's six digits, so
 // garbage_collection_threshold:0.99999999999996 printed as 1, which the parser refuses, and
 // fractions lost their last digits. They now print as the shortest text that reads back the same.
+// A fraction of -0 is 0, and prints as 0 (it printed back as "-0").
+TEST(Options, AFractionOfMinusZeroIsZero) {
+  const Options options("per_process_memory_fraction:-0");
+  EXPECT_FALSE(std::signbit(options.per_process_memory_fraction.value));
+  EXPECT_NE(options.to_config_string().find("per_process_memory_fraction:0,"), std::string::npos)
+      << options.to_config_string();
+}
+
 TEST(Options, FractionsPrintInFullAndParseBackToTheSameValue) {
   const Options options(
       "garbage_collection_threshold:0.99999999999996,per_process_memory_fraction:0.123456789012");

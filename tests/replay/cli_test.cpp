@@ -519,6 +519,35 @@ TEST_F(Cli, APickleNameWithoutAPickleIsAnError) {
       << run.output;
 }
 
+// A CSV given to --convert is refused for what it is, not for the first of its bytes that
+// happens to be a pickle opcode the reader does not take.
+TEST_F(Cli, ConvertRefusesAFileThatIsNoPickle) {
+  const std::string csv = write("trace.csv", kSmallTrace);
+  const ToolRun run = run_tool("--convert " + csv + " -o " + path("out.csv"));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find(csv + ": byte offset 0: not a snapshot pickle"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("opcode"), std::string::npos) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(path("out.csv")));
+}
+
+// The cudacache allocators replay with the options their names give: a CUDACACHE_CONF left in
+// the environment is named as unused rather than silently ignored.
+TEST_F(Cli, ACudacacheConfInTheEnvironmentIsNamedAsUnused) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  if (cudacache_adapter_built()) {
+    const ToolRun run = run_tool("--allocators nocache,cudacache " + csv,
+                                 "env CUDACACHE_CONF=max_split_size_mb:20");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("CUDACACHE_CONF is set but not used"), std::string::npos)
+        << run.output;
+  }
+  const ToolRun plain =
+      run_tool("--allocators nocache,cub " + csv, "env CUDACACHE_CONF=max_split_size_mb:20");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("CUDACACHE_CONF"), std::string::npos) << plain.output;
+}
+
 TEST_F(Cli, HostilePickleIsRefusedWithItsOffset) {
   // os.system("id"), as a malicious pickle would spell it.
   constexpr char kEvil[] = "\x80\x04\x63os\nsystem\n\x8c\x02id\x85R.";

@@ -94,6 +94,33 @@ TEST(TraceCsv, NonNumericSize) {
   expect_error("op,id,size,stream\nalloc,0,12x,0\n", {"t.csv:2:", "non-numeric size '12x'"});
 }
 
+// A field is shown escaped and cut short: control bytes in a message would act on the terminal,
+// and a malformed line can be of any length.
+TEST(TraceCsv, AFieldInAMessageIsEscapedAndCutShort) {
+  expect_error("op,id,size,stream\nalloc,0,\x1b]0;x\x07\r5,0\n",
+               {"t.csv:2:", "non-numeric size '\\x1b]0;x\\x07\\x0d5'"});
+  const std::string long_size(100000, '9');
+  try {
+    parse_trace_csv("op,id,size,stream\nalloc,0," + long_size + ",0\n", kSource);
+    FAIL() << "no error";
+  } catch (const TraceError& error) {
+    const std::string message = error.what();
+    EXPECT_LT(message.size(), 200u) << message;
+    EXPECT_NE(message.find("'" + std::string(64, '9') + "' (its first 64 of 100000 bytes)"),
+              std::string::npos)
+        << message;
+  }
+  std::string junk = "\x7f" + std::string(5000, 'A');
+  try {
+    parse_trace_csv(junk, kSource);
+    FAIL() << "no error";
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("bad header '\\x7fAAA"), std::string::npos)
+        << error.what();
+    EXPECT_LT(std::string(error.what()).size(), 200u);
+  }
+}
+
 TEST(TraceCsv, NegativeSize) {
   expect_error("op,id,size,stream\nalloc,0,-5,0\n", {"t.csv:2:", "negative size"});
 }

@@ -212,6 +212,16 @@ int run_replay_tool(const CommandLine& line, std::ostream& out) {
     std::cerr << "cudacache-replay: not running on cudasim: replaying on the real CUDA runtime, "
                  "without device counters\n";
   }
+  // The cudacache allocators take their options from their names, never from the environment:
+  // a CUDACACHE_CONF left set would otherwise look as if it had been replayed.
+  const char* environment_config = std::getenv("CUDACACHE_CONF");
+  if (environment_config != nullptr && *environment_config != '\0' &&
+      std::any_of(line.allocators.begin(), line.allocators.end(),
+                  [](const std::string& name) { return allocator_kind(name) == "cudacache"; })) {
+    std::cerr << "cudacache-replay: CUDACACHE_CONF is set but not used: the cudacache allocators "
+                 "replay with the options their names give (cudacache:CONF); only "
+                 "--print-config reads it\n";
+  }
   // --json - writes the JSON to `out` (stdout), so the tables go to stderr.
   const bool json_to_stdout = line.json_path && *line.json_path == kStdioPath;
   std::ostream& tables = json_to_stdout ? std::cerr : out;

@@ -23,17 +23,41 @@ struct LineContext {
   }
 };
 
+// A field as an error message shows it: in quotes, bytes that are not printable ASCII as \xNN
+// (a terminal would act on an escape sequence or a lone carriage return), and no more than
+// kShownBytes of it (a malformed trace can hold a line of any length).
+std::string quoted(std::string_view field) {
+  constexpr std::size_t kShownBytes = 64;
+  std::string text = "'";
+  for (const char c : field.substr(0, kShownBytes)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\') {
+      text += c;
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      text += "\\x";
+      text += kHex[byte >> 4];
+      text += kHex[byte & 0xf];
+    }
+  }
+  text += '\'';
+  if (field.size() > kShownBytes) {
+    text += " (its first " + std::to_string(kShownBytes) + " of " + std::to_string(field.size()) +
+            " bytes)";
+  }
+  return text;
+}
+
 std::uint64_t parse_unsigned(std::string_view field, const char* what, const LineContext& ctx) {
   if (field.empty()) ctx.fail(std::string("missing ") + what);
-  if (field.front() == '-')
-    ctx.fail(std::string("negative ") + what + " '" + std::string(field) + "'");
+  if (field.front() == '-') ctx.fail(std::string("negative ") + what + " " + quoted(field));
   std::uint64_t value = 0;
   auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (error == std::errc::result_out_of_range) {
-    ctx.fail(std::string(what) + " '" + std::string(field) + "' is too large");
+    ctx.fail(std::string(what) + " " + quoted(field) + " is too large");
   }
   if (error != std::errc() || end != field.data() + field.size()) {
-    ctx.fail(std::string("non-numeric ") + what + " '" + std::string(field) + "'");
+    ctx.fail(std::string("non-numeric ") + what + " " + quoted(field));
   }
   return value;
 }
@@ -73,7 +97,7 @@ TraceEvent parse_event(std::string_view line, const LineContext& ctx) {
   } else if (fields[0] == "free") {
     event.op = TraceOp::kFree;
   } else {
-    ctx.fail("unknown op '" + std::string(fields[0]) + "' (expected alloc, free or empty_cache)");
+    ctx.fail("unknown op " + quoted(fields[0]) + " (expected alloc, free or empty_cache)");
   }
   event.id = parse_unsigned(fields[1], "id", ctx);
   event.size = parse_unsigned(fields[2], "size", ctx);
@@ -108,8 +132,7 @@ Trace parse_trace_csv(std::string_view text, const std::string& source) {
     LineContext ctx{source, line_number};
     if (!saw_header) {
       if (line != kHeader) {
-        ctx.fail("bad header '" + std::string(line) + "' (expected '" + std::string(kHeader) +
-                 "')");
+        ctx.fail("bad header " + quoted(line) + " (expected '" + std::string(kHeader) + "')");
       }
       saw_header = true;
       continue;
