@@ -111,6 +111,11 @@ class Reader {
   }
 
   PickleRef run() {
+    // A snapshot is protocol 2 or later, which starts with PROTO. Anything else (a CSV, a text
+    // file) would be read as opcodes and refused for the first byte that is not one it takes.
+    if (!bytes_.empty() && static_cast<unsigned char>(bytes_[0]) != kProto) {
+      fail("not a snapshot pickle (protocol 2 or later starts with 0x80)");
+    }
     while (true) {
       if (pos_ >= bytes_.size()) {
         offset_ = pos_;

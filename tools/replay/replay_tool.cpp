@@ -165,12 +165,9 @@ Trace load_trace(const std::string& path, int device) {
   std::string bytes = read_trace_bytes(path);
   const std::string source = input_display_name(path);
   Trace trace;
-  if (looks_like_pickle(bytes)) {
+  if (looks_like_pickle(bytes) || has_pickle_name(path)) {  // the reader refuses a non-pickle
     PickleRef snapshot = parse_pickle(bytes, source);
     trace = std::move(convert_snapshot(*snapshot, device, source).trace);
-  } else if (has_pickle_name(path)) {
-    throw TraceError(
-        path + ": byte offset 0: not a snapshot pickle (protocol 2 or later starts with 0x80)");
   } else {
     trace = parse_trace_csv(bytes, source);
   }

@@ -229,12 +229,6 @@ SnapshotConversion convert_snapshot(const PickleValue& snapshot, int device,
 SnapshotConversion convert_snapshot_file(const std::string& path, int device) {
   std::string bytes = read_trace_bytes(path);  // "-" is stdin; a gzip file is refused
   const std::string source = input_display_name(path);
-  // A CSV or any other file would otherwise be read as pickle opcodes, and refused for the
-  // first byte that happens to be one it does not take.
-  if (!looks_like_pickle(bytes)) {
-    throw TraceError(
-        source + ": byte offset 0: not a snapshot pickle (protocol 2 or later starts with 0x80)");
-  }
   PickleRef snapshot = parse_pickle(bytes, source);
   SnapshotConversion conversion = convert_snapshot(*snapshot, device, source);
   conversion.trace.name = trace_name_from_path(path);
