@@ -11,7 +11,7 @@ endif()
 # instrumentation; the fuzzer executables link libFuzzer itself.
 if(CUDACACHE_FUZZERS)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    message(FATAL_ERROR "CUDACACHE_FUZZERS needs clang (libFuzzer): use the `fuzz` preset")
+    message(FATAL_ERROR "CUDACACHE_FUZZERS needs clang (libFuzzer): use the `clang` preset")
   endif()
   add_compile_options($<$<COMPILE_LANGUAGE:CXX,C>:-fsanitize=fuzzer-no-link>)
 endif()

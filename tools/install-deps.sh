@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo_cmd apt-get update -qq
 # chromium (headless) and a font: the browser test of the --html page (tests/html).
-# --clang adds clang and its sanitizer/libFuzzer runtimes, for the `clang` and `fuzz` presets (CI).
+# --clang adds clang and its sanitizer/libFuzzer runtimes, for the `clang` preset (CI).
 extra=()
 if [ "${1:-}" = "--clang" ]; then extra=(clang libclang-rt-dev clang-format); fi
 $sudo_cmd apt-get install -y -qq --no-install-recommends \

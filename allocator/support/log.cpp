@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <spdlog/logger.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <algorithm>
@@ -33,7 +34,7 @@ spdlog::level::level_enum level_from_environment() {
 
 }  // namespace
 
-spdlog::logger& logger() {
+spdlog::logger& spdlog_logger() {
   // Not registered in spdlog's global registry: the host program may use spdlog itself, and
   // the static core and the shared library may both be loaded in one process. Leaked on
   // purpose so that logging works during static destruction.
@@ -46,6 +47,38 @@ spdlog::logger& logger() {
     return created;
   }();
   return *instance;
+}
+
+namespace {
+
+spdlog::level::level_enum spdlog_level(Logger::Level level) {
+  switch (level) {
+    case Logger::Level::trace: return spdlog::level::trace;
+    case Logger::Level::debug: return spdlog::level::debug;
+    case Logger::Level::info: return spdlog::level::info;
+    case Logger::Level::warn: return spdlog::level::warn;
+    case Logger::Level::error: break;
+  }
+  return spdlog::level::err;
+}
+
+}  // namespace
+
+bool Logger::enabled(Level level) const { return spdlog_logger().should_log(spdlog_level(level)); }
+
+void Logger::write(Level level, fmt::string_view format, fmt::format_args args) noexcept {
+  // Logging never fails a call, nor throws from a destructor: a line that cannot be formatted
+  // (no host memory left) is dropped, as spdlog drops one it cannot write.
+  try {
+    const std::string line = fmt::vformat(format, args);
+    spdlog_logger().log(spdlog_level(level), spdlog::string_view_t(line.data(), line.size()));
+  } catch (...) {
+  }
+}
+
+Logger& logger() {
+  static Logger instance;
+  return instance;
 }
 
 }  // namespace cudacache

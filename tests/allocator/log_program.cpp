@@ -3,13 +3,15 @@
 // several values and check what it writes.
 #include "log.h"
 
+#include <spdlog/logger.h>
+
 #include <cstdio>
 #include <string_view>
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
-  spdlog::logger& log = cudacache::logger();
-  log.info("log check");
+  cudacache::logger().info("log check");
+  spdlog::logger& log = cudacache::spdlog_logger();
   log.flush();
   const auto name = spdlog::level::to_string_view(log.level());
   std::printf("level %.*s\n", static_cast<int>(name.size()), name.data());

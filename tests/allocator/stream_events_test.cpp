@@ -4,6 +4,7 @@
 #include "test_support.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/logger.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <memory>
@@ -165,7 +166,7 @@ TEST_F(StreamEventsTest, AFailedEventQueryKeepsTheBlockPending) {
 // pointer nobody owns is one logged UNKNOWN_POINTER error.
 TEST_F(StreamEventsTest, OwnershipQueryIsNotAnError) {
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
-  spdlog::logger& log = logger();
+  spdlog::logger& log = spdlog_logger();
   const spdlog::level::level_enum level = log.level();
   log.sinks().push_back(sink);
   log.set_level(spdlog::level::err);

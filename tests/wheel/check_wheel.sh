@@ -2,8 +2,9 @@
 # pip install . as a Python user does it: a fresh virtual environment (with the system's
 # site-packages, for PyTorch), `pip install SOURCE` (an isolated build by scikit-build-core),
 # then, from outside the source tree and with no cudacache variable set: the package's
-# version, the bundled libraries, the libtorch shim found by install() on its own, and the
-# PyTorch test files on cudasim against the installed package (its own cudasim libraries).
+# version, the bundled libraries, the libtorch shim found by install() on its own, the plain
+# C ABI, and the shim's test file on cudasim against the installed package (its own cudasim
+# libraries).
 # Exits 77 (skipped) without PyTorch or without the Python package index.
 #   check_wheel.sh SOURCE_DIR WORK_DIR PYTHON
 set -euo pipefail
@@ -41,6 +42,8 @@ header_version=$(sed -n 's/^#define CUDACACHE_VERSION_STRING "\(.*\)"/\1/p' \
 export CUDASIM_DIR="$package/cudasim" TORCHSIM_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$source_dir/tests/torch"
 # install() finds the bundled library and shim by itself; an OOM is torch.OutOfMemoryError.
+# Then the plain C ABI (CUDACACHE_TORCH_SHIM=0) of the same package: the tree's tests of that
+# path (tests/torch) are not run again here, to keep CI within its time.
 "$venv_python" - "$header_version" "$package" <<'PY'
 import sys
 import torchsim
@@ -67,10 +70,31 @@ assert result["library"].startswith(package), result
 assert result["shim"].startswith(package), result
 assert result["oom"] == "torch.OutOfMemoryError", result
 assert result["allocated"] == 4 << 20, result
+
+plain = torchsim.run_scenario("""
+    import cudacache, cudacache.torch
+    cudacache.torch.install(patch=False)
+    x = torch.empty(1 << 20, device="cuda")
+    silent = torch.empty(1 << 40, device="cuda")  # the plain ABI cannot raise: a NULL tensor
+    try:
+        with cudacache.torch.raise_on_oom():
+            torch.empty(1 << 40, device="cuda")
+        oom = "none"
+    except torch.OutOfMemoryError as e:
+        oom = type(e).__name__ if isinstance(e, cudacache.OutOfMemoryError) else "untyped"
+    report({"library": str(cudacache.load_library()), "shim": cudacache.torch.shim_path(),
+            "silent": silent.data_ptr(), "oom": oom,
+            "allocated": cudacache.memory_allocated(0)})
+""", capacity="1GiB", extra={"CUDACACHE_TORCH_SHIM": "0"})
+print(plain)
+assert plain["library"].startswith(package), plain
+assert plain["shim"] is None, plain
+assert plain["silent"] == 0, plain
+assert plain["oom"] == "OutOfMemoryError", plain
+assert plain["allocated"] == 4 << 20, plain
 PY
 
-# The PyTorch test files, against the installed package.
+# The shim's test file, against the shim pip built (against this Python's PyTorch).
 cd "$source_dir/tests/torch"
-CUDACACHE_TORCH_SHIM=0 "$venv_python" test_cudacache_torch.py
 CUDACACHE_TORCH_SHIM="$package/libcudacache_torch.so" "$venv_python" test_torch_shim.py
 echo "wheel ok: cudacache $header_version in $package"

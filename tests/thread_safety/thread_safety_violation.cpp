@@ -1,6 +1,6 @@
-// Must NOT compile under clang's -Wthread-safety (tests/allocator/CMakeLists.txt builds it as
-// a test that passes when the build fails for this reason): it proves that the annotations on
-// cudacache::Mutex are checked, so that a guarded member touched without its lock, as in
+// Must NOT compile under clang's -Wthread-safety (tests/thread_safety/CMakeLists.txt builds it
+// as a test that passes when the build fails for this reason): it proves that the annotations
+// on cudacache::Mutex are checked, so that a guarded member touched without its lock, as in
 // DeviceAllocator, fails the `clang` build.
 #include "mutex.h"
 
