@@ -9,10 +9,12 @@
 // only the calls made by code of this program (the allocator is linked into it): cudasim, which
 // stands in for the driver, allocates host memory too, and a driver returns an error code for
 // that rather than throwing through its C API.
+#include "log.h"
 #include "test_support.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <spdlog/logger.h>
 
 #include <cstdlib>
 #include <map>
@@ -236,6 +238,21 @@ INSTANTIATE_TEST_SUITE_P(
                                                                            : "native") +
              (param.param.size < kMiB ? "_small" : "_large");
     });
+
+// A log line that cannot be formatted for lack of host memory is dropped, not thrown: the
+// allocator logs on error paths, where host memory may be short, and from destructors.
+TEST(HostOomLog, ALineThatCannotBeFormattedIsDroppedNotThrown) {
+  spdlog::logger& log = spdlog_logger();
+  const spdlog::level::level_enum level = log.level();
+  log.set_level(spdlog::level::err);
+  const std::string text(4096, 'x');  // longer than fmt's inline buffer: the line needs the heap
+  t_failed = false;
+  t_countdown = 1;
+  EXPECT_NO_THROW(logger().error("host memory test: {}", text));
+  t_countdown = 0;
+  log.set_level(level);
+  EXPECT_TRUE(t_failed) << "formatting the line made no operator new call of this program";
+}
 
 }  // namespace
 }  // namespace cudacache
