@@ -135,8 +135,8 @@
 //   memory (1,523 / 1,449 ms at 1.02 x, against 1,643) or a floor of 1/512 of the device
 //   (1,481 ms) take `cs336_small`'s smallest device past CUB's tie; a floor of 1/128 (about
 //   PyTorch's 20 MiB on these devices, 1,291 ms) five traces, and still leaves four above
-//   PyTorch's expandable segments' calls at 1.02 x (README, "Page size against the two
-//   targets near the limit"). 1/640 since 2026-12-06, 1/512 before: once the smallest device
+//   PyTorch's expandable segments' calls at 1.02 x (bench/POLICY.md, "Page size against the
+//   two targets near the limit"). 1/640 since 2026-12-06, 1/512 before: once the smallest device
 //   was checked upward (Note [Smallest device] in tools/replay/replayer.h), 1/512 left
 //   `cs336_small` needing 1.0036 x its peak (3,682 MiB ran out of memory where 3,678
 //   completed), past CUB's tie. 1/576 and 1/640 both bring it back to 1.0019 and change no
