@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cudacache {
@@ -65,6 +66,19 @@ std::vector<std::string_view> split_entries(std::string_view config, std::string
   }
   if (depth != 0) *error = "unbalanced '['";
   return entries;
+}
+
+// A key given a second time in one string with another value (as its option prints it, so
+// that 64 and 064 agree) is refused, naming both values.
+void refuse_a_second_value(std::vector<std::pair<std::string_view, std::string>>& set_here,
+                           std::string_view key, std::string value, std::string_view config) {
+  for (const auto& [earlier_key, earlier_value] : set_here) {
+    if (earlier_key == key && earlier_value != value) {
+      report::config("key '" + std::string(key) + "' is given twice with different values ('" +
+                     earlier_value + "' and '" + value + "') in \"" + std::string(config) + "\"");
+    }
+  }
+  set_here.emplace_back(key, std::move(value));
 }
 
 }  // namespace
@@ -268,6 +282,10 @@ void Options::apply(std::string_view config) {
   Options updated = *this;
   bool sets_policy = false;
   bool sets_expandable = false;
+  // Each key's value as this string set it: a key given twice must say the same both times
+  // (PyTorch keeps the last silently; here nothing is guessed). Strings applied later still
+  // override earlier ones.
+  std::vector<std::pair<std::string_view, std::string>> set_here;
   for (const std::string_view entry : entries) {
     if (entry.empty()) {
       if (entries.size() == 1) break;  // "" configures nothing
@@ -288,6 +306,7 @@ void Options::apply(std::string_view config) {
       report::config("invalid value '" + std::string(value) + "' for " #name ": expected " + \
                      expected);                                                              \
     }                                                                                        \
+    refuse_a_second_value(set_here, key, updated.name.to_string(), config);                  \
   }
 #include "options.inc"
 #undef CUDACACHE_OPTION

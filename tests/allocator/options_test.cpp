@@ -71,6 +71,33 @@ TEST(Options, LaterKeysOverrideEarlierOnes) {
   EXPECT_EQ(options.max_split_size(), std::size_t{200} << 20);
 }
 
+TEST(Options, AKeyGivenTwiceWithDifferentValuesIsRefusedNamingBoth) {
+  const std::string message =
+      config_error("max_split_size_mb:128,garbage_collection_threshold:0.5,max_split_size_mb:256");
+  EXPECT_NE(message.find("key 'max_split_size_mb' is given twice with different values ('128' "
+                         "and '256')"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(config_error("expandable_segments:True,expandable_segments:False")
+                .find("'True' and "
+                      "'False'"),
+            std::string::npos);
+  EXPECT_NE(config_error("roundup_power2_divisions:[256:1,>:8],roundup_power2_divisions:4")
+                .find("roundup_power2_divisions' is given twice"),
+            std::string::npos);
+}
+
+TEST(Options, AKeyGivenTwiceWithTheSameValueIsAccepted) {
+  // The same value as its option prints it: 064 is 64, true is True.
+  const Options options(
+      "max_split_size_mb:64,max_split_size_mb:064,expandable_segments:true,"
+      "expandable_segments:True,roundup_power2_divisions:[256:1,>:8],"
+      "roundup_power2_divisions:[256:1,>:8]");
+  EXPECT_EQ(options.max_split_size(), std::size_t{64} << 20);
+  EXPECT_TRUE(options.expandable_segments.enabled);
+  EXPECT_EQ(options.roundup_power2_divisions.for_size(std::size_t{2} << 30), 8u);
+}
+
 TEST(Options, ConfigStringRoundTrips) {
   const Options options(
       "max_split_size_mb:64,roundup_power2_divisions:[256:1,512:2,>:8],"
@@ -187,8 +214,9 @@ TEST(Options, MalformedValuesNameKeyAndValue) {
 TEST(Options, ExpandableSegmentsAcceptsPyTorchSpellings) {
   EXPECT_TRUE(Options("expandable_segments:True").expandable_segments.enabled);
   EXPECT_TRUE(Options("expandable_segments:true").expandable_segments.enabled);
-  EXPECT_FALSE(
-      Options("expandable_segments:True,expandable_segments:False").expandable_segments.enabled);
+  Options options("expandable_segments:True");
+  options.apply("expandable_segments:False");  // a later string overrides
+  EXPECT_FALSE(options.expandable_segments.enabled);
   EXPECT_NE(config_error("expandable_segments:1").find("True or False"), std::string::npos);
 }
 
