@@ -78,10 +78,8 @@ TEST(Options, AKeyGivenTwiceWithDifferentValuesIsRefusedNamingBoth) {
                          "and '256')"),
             std::string::npos)
       << message;
-  EXPECT_NE(config_error("expandable_segments:True,expandable_segments:False")
-                .find("'True' and "
-                      "'False'"),
-            std::string::npos);
+  const std::string flag = config_error("expandable_segments:True,expandable_segments:False");
+  EXPECT_NE(flag.find("'True' and 'False'"), std::string::npos) << flag;
   EXPECT_NE(config_error("roundup_power2_divisions:[256:1,>:8],roundup_power2_divisions:4")
                 .find("roundup_power2_divisions' is given twice"),
             std::string::npos);
