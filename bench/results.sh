@@ -22,6 +22,12 @@ if [[ ! -d $traces ]]; then
 fi
 traces=$(cd "$traces" && pwd)
 cd "$root"
+# RESULTS.md's figures charge a cudaMalloc its size in 256-byte units, cudasim's default.
+if [[ -n ${CUDASIM_MALLOC_PAGE:-} ]]; then
+  echo "results.sh: CUDASIM_MALLOC_PAGE is set; RESULTS.md is written with cudasim's default" \
+    "(unset it, or run cudacache-replay with it by hand)" >&2
+  exit 2
+fi
 
 allocators=cudacache,pytorch,pytorch-expandable,cub,nocache
 targets=(cudacache-replay bench_replay)

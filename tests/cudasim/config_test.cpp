@@ -85,6 +85,11 @@ TEST_F(Config, BadValuesStopTheProgramAtLoad) {
       {"CUDASIM_FAIL_NTH", "free:-1"},
       {"CUDASIM_FAIL_NTH", "free:99999999999"},
       {"CUDASIM_FAIL_NTH", "free:1@99999999999999999999"},
+      {"CUDASIM_MALLOC_PAGE", "0"},
+      {"CUDASIM_MALLOC_PAGE", "300"},
+      {"CUDASIM_MALLOC_PAGE", "2MB"},
+      {"CUDASIM_MALLOC_PAGE", "pages"},
+      {"CUDASIM_MALLOC_PAGE", "2TiB"},
   };
   for (const auto& [name, value] : cases) {
     const ProbeRun run = run_probe(std::string(name) + "='" + value + "'", "devices");
@@ -94,6 +99,27 @@ TEST_F(Config, BadValuesStopTheProgramAtLoad) {
         << run.output;
     EXPECT_EQ(run.output.find("devices="), std::string::npos) << "main() must not run";
   }
+}
+
+TEST_F(Config, AMallocTakesItsSizeIn256ByteUnits) {
+  const ProbeRun run = run_probe("-u CUDASIM_MALLOC_PAGE", "footprint");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "1:256\n512:512\n1048576:1048576\n1048577:1048832\n3145728:3145728\n"
+            "4194304:4194304\n5243180:5243392\n");
+}
+
+// CUDASIM_MALLOC_PAGE: what a driver that backs large allocations with whole pages would take.
+TEST_F(Config, WithAMallocPageALargeMallocTakesWholePages) {
+  const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "footprint");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  // Up to half a page: 256-byte units, as without; more: whole 2 MiB pages.
+  EXPECT_EQ(run.output,
+            "1:256\n512:512\n1048576:1048576\n1048577:2097152\n3145728:4194304\n"
+            "4194304:4194304\n5243180:6291456\n");
+  EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=65536", "footprint").output,
+            "1:256\n512:512\n1048576:1048576\n1048577:1114112\n3145728:3145728\n"
+            "4194304:4194304\n5243180:5308416\n");
 }
 
 TEST_F(Config, ReportIsOneLine) {

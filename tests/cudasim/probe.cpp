@@ -5,11 +5,15 @@
 //   probe lookup         looks up a driver function cudasim lacks, and one it has
 //   probe vmm            per device: the VMM attribute and what cuMemCreate and
 //                        cuMemGetAllocationGranularity return; then what cudaMalloc returns
+//   probe footprint      per size, "SIZE:TAKEN": what one cudaMalloc of SIZE took from
+//                        cudaMemGetInfo's free memory (CUDASIM_MALLOC_PAGE)
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 namespace {
 
@@ -102,6 +106,23 @@ int vmm() {
   return malloced == cudaSuccess && cudaFree(p) == cudaSuccess ? 0 : 1;
 }
 
+int footprint() {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  for (const std::size_t size :
+       {std::size_t{1}, std::size_t{512}, kMiB, kMiB + 1, 3 * kMiB, 4 * kMiB, 5 * kMiB + 300}) {
+    std::size_t before = 0;
+    std::size_t after = 0;
+    std::size_t total = 0;
+    void* p = nullptr;
+    if (cudaMemGetInfo(&before, &total) != cudaSuccess || cudaMalloc(&p, size) != cudaSuccess ||
+        cudaMemGetInfo(&after, &total) != cudaSuccess || cudaFree(p) != cudaSuccess) {
+      return fail("footprint");
+    }
+    std::printf("%zu:%zu\n", size, before - after);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +139,7 @@ int main(int argc, char** argv) {
   }
   if (std::strcmp(argv[1], "alloc") == 0) return alloc();
   if (std::strcmp(argv[1], "vmm") == 0) return vmm();
+  if (std::strcmp(argv[1], "footprint") == 0) return footprint();
   if (std::strcmp(argv[1], "lookup") == 0) {
     const bool missing = driver<void*>("cuNoSuchFunction") == nullptr;
     const bool present = driver<void*>("cuMemCreate") != nullptr;

@@ -760,6 +760,27 @@ TEST_F(Cli, GzipIsAClearError) {
   EXPECT_NE(piped.output.find("<stdin>: gzip-compressed"), std::string::npos) << piped.output;
 }
 
+// CUDASIM_MALLOC_PAGE (a cudaMalloc of more than half a page takes whole pages) changes what
+// nocache's 2.5 MiB block takes on the device, and the JSON says it ran that way.
+TEST_F(Cli, AMallocPageIsNamedInTheContextAndTakesWholePages) {
+  const std::string csv = write("small.csv", kSmallTrace);
+  const ToolRun plain = run_tool("--allocators nocache --json " + path("plain.json") + " " + csv,
+                                 "env -u CUDASIM_MALLOC_PAGE");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const ToolRun paged = run_tool("--allocators nocache --json " + path("paged.json") + " " + csv,
+                                 "CUDASIM_MALLOC_PAGE=2MiB");
+  ASSERT_EQ(paged.exit_code, 0) << paged.output;
+  // 2.5 MiB and 1 MiB live at once: 3.5 MiB in 256-byte units; whole pages for the first (more
+  // than half a page), 256-byte units for the second.
+  EXPECT_EQ(first_result(path("plain.json")).at("device_peak_bytes").number, 3670016);
+  EXPECT_EQ(first_result(path("paged.json")).at("device_peak_bytes").number, 5242880);
+  const auto runtime = [&](const std::string& file) {
+    return JsonReader(read_file_bytes(path(file))).read().at("context").at("cuda_runtime").text;
+  };
+  EXPECT_EQ(runtime("plain.json"), "cudasim");
+  EXPECT_EQ(runtime("paged.json"), "cudasim (CUDASIM_MALLOC_PAGE=2MiB)");
+}
+
 // The "context" block: what produced the figures, as in Google Benchmark's JSON.
 TEST_F(Cli, JsonContextDescribesTheRun) {
   const std::string csv = write("small.csv", kSmallTrace);

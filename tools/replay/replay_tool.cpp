@@ -180,6 +180,11 @@ RunContext make_run_context(const CommandLine& line) {
   context.version = tool_version();
   fill_host_context(context);
   context.cuda_runtime = running_on_simulator() ? "cudasim" : "cuda";
+  // A simulator that charges cudaMalloc whole pages gives other figures: the JSON says so.
+  if (const char* page = std::getenv("CUDASIM_MALLOC_PAGE");
+      running_on_simulator() && page != nullptr && page[0] != '\0') {
+    context.cuda_runtime += std::string(" (CUDASIM_MALLOC_PAGE=") + page + ")";
+  }
   if (line.traces.empty() || line.synthetic_spec) {
     context.inputs.push_back("synthetic:" + line.synthetic_spec.value_or(""));
   }

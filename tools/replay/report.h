@@ -44,7 +44,7 @@ struct RunContext {
   std::string date;     // ISO 8601, UTC: "2025-01-31T12:34:56Z"
   std::string host_name;
   unsigned num_cpus = 0;
-  std::string cuda_runtime;         // "cudasim", or "cuda" with --real-gpu off the simulator
+  std::string cuda_runtime;  // "cudasim" (and its CUDASIM_MALLOC_PAGE), or "cuda" with --real-gpu
   std::vector<std::string> inputs;  // trace paths as given ("-" = stdin), "synthetic:SPEC"
   std::vector<AllocatorContext> allocators;
   std::optional<std::uint64_t> capacity_bytes;  // --capacity

@@ -10,6 +10,12 @@
 //                     on DEVICE (default 0) fails, as cudasim_fail_nth_call does (empty: none)
 //   CUDASIM_CALL_REPORT  PATH: at exit, write every device's calls by kind since load (never
 //                     reset) and whether a CUDASIM_FAIL_NTH failure happened, to PATH
+//   CUDASIM_MALLOC_PAGE  bytes, as CUDASIM_CAPACITY, a multiple of 256: a cudaMalloc of more
+//                     than half of it takes its size rounded up to whole pages of it, as a
+//                     driver that backs large allocations with whole pages would (default off:
+//                     every allocation takes its size rounded up to 256 B). What the driver
+//                     does is what tests/gpu/vmm_checks.cpp measures; this is to see what it
+//                     would change.
 // A bad value is fatal at load time: a simulator silently running with a default would make
 // tests pass for the wrong reason.
 #include <unistd.h>
@@ -142,6 +148,15 @@ Config load_config() {
     config.fail_kind = named->name;
     config.fail_n = static_cast<int>(n);
     config.fail_device = static_cast<int>(device);
+  }
+  if (const char* v = std::getenv("CUDASIM_MALLOC_PAGE"); v != nullptr && v[0] != '\0') {
+    size_t bytes = 0;
+    if (!parse_bytes(v, &bytes) || bytes == 0 || bytes % kAllocationAlignment != 0 ||
+        bytes > (size_t{1} << 40)) {
+      bad_value("CUDASIM_MALLOC_PAGE", v,
+                "a positive multiple of 256 bytes up to 1TiB, such as 2MiB or 2097152");
+    }
+    config.malloc_page = bytes;
   }
   if (const char* v = std::getenv("CUDASIM_CALL_REPORT"); v != nullptr && v[0] != '\0') {
     config.call_report = strdup(v);  // the program may change its environment later

@@ -20,8 +20,11 @@ size_t round_up(size_t bytes, size_t alignment) {
 }
 
 cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
-  if (size > SIZE_MAX - kAllocationAlignment) return cudaErrorMemoryAllocation;
-  const size_t bytes = round_up(size, kAllocationAlignment);
+  // CUDASIM_MALLOC_PAGE: an allocation of more than half a page takes whole pages.
+  const size_t unit =
+      s.malloc_page != 0 && size > s.malloc_page / 2 ? s.malloc_page : kAllocationAlignment;
+  if (size > SIZE_MAX - unit) return cudaErrorMemoryAllocation;
+  const size_t bytes = round_up(size, unit);
   // The peaks as they were: a request the host cannot map was never in use (it showed as a
   // device peak of 8 EiB after a failed cudaMalloc of 2^63 - 1 bytes).
   const uint64_t device_peak = s.devices[static_cast<size_t>(device)].counters.peak_bytes;

@@ -28,6 +28,7 @@ State* make_state() {
     d.fail_from_env = true;
   }
   s->call_report = config.call_report;
+  s->malloc_page = config.malloc_page;
   return s;
 }
 

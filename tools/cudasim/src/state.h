@@ -131,6 +131,7 @@ struct State {
   bool report = false;
   bool verbose = false;  // CUDASIM_VERBOSE=1: log lookups of driver functions cudasim lacks
   const char* call_report = nullptr;  // CUDASIM_CALL_REPORT: file written at exit
+  size_t malloc_page = 0;             // Config::malloc_page
   uint64_t total_in_use = 0;
   uint64_t total_peak = 0;
 
@@ -159,6 +160,9 @@ struct Config {
   bool report = false;
   bool verbose = false;
   bool vmm = true;  // CUDASIM_VMM
+  // CUDASIM_MALLOC_PAGE: a cudaMalloc of more than half of it takes its size rounded up to whole
+  // pages of it (0: off, every allocation its size rounded to kAllocationAlignment).
+  size_t malloc_page = 0;
   // CUDASIM_FAIL_NTH=KIND:N[@DEVICE]: as cudasim_fail_nth_call(DEVICE, KIND, N) at load.
   const char* fail_kind = nullptr;  // a name of kCallKinds
   int fail_n = 0;
