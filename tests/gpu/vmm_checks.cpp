@@ -6,7 +6,8 @@
 //   2. how much device memory a cudaMalloc of a given size takes (cudaMemGetInfo before and
 //      after 8 of them): cudasim charges the size rounded to 256 B, a driver may round large
 //      allocations to its 2 MiB pages, which changes what CUB and nocache need in the replay
-//      tables (their minimum device) on a real GPU;
+//      tables (their minimum device) on a real GPU: if it does, CUDASIM_MALLOC_PAGE=2MiB is how
+//      cudasim replays like this GPU (README, "cudasim");
 //   3. PyTorch's expandable segments and cudacache's default policy (pages moved under the cap)
 //      on this driver: random allocations under a memory cap with a byte pattern in every live
 //      block, checked after every step, and empty_cache every 64 steps;
