@@ -52,7 +52,9 @@ void ProcessAllocators::configure(std::string_view config) {
 Options ProcessAllocators::options_from(const std::string& configured) {
   Options options;
   if (const char* environment = std::getenv("CUDACACHE_CONF")) options.apply(environment);
-  if (!configured.empty()) options.apply(configured);
+  // The cudacache_configure() strings, each checked alone in configure(), joined in order: a
+  // later one overrides an earlier one's keys.
+  if (!configured.empty()) options.apply(configured, Options::RepeatedKeys::kLastWins);
   return options;
 }
 

@@ -275,7 +275,7 @@ std::string GrowthSteps::to_string() const { return std::to_string(rising_steps)
 
 Options::Options(std::string_view config) { apply(config); }
 
-void Options::apply(std::string_view config) {
+void Options::apply(std::string_view config, RepeatedKeys repeated) {
   std::string error;
   const std::vector<std::string_view> entries = split_entries(trim(config), &error);
   if (!error.empty()) report::config(error + " in \"" + std::string(config) + "\"");
@@ -306,7 +306,9 @@ void Options::apply(std::string_view config) {
       report::config("invalid value '" + std::string(value) + "' for " #name ": expected " + \
                      expected);                                                              \
     }                                                                                        \
-    refuse_a_second_value(set_here, key, updated.name.to_string(), config);                  \
+    if (repeated == RepeatedKeys::kRefused) {                                                \
+      refuse_a_second_value(set_here, key, updated.name.to_string(), config);                \
+    }                                                                                        \
   }
 #include "options.inc"
 #undef CUDACACHE_OPTION

@@ -99,8 +99,12 @@ struct Options {
   // Defaults overridden by `config` ("key:value,..."). Throws cudacache::Error (CONFIG).
   explicit Options(std::string_view config);
 
+  // A key given twice in one string must have the same value both times (kRefused), unless the
+  // string joins several that override one another in turn (kLastWins: the
+  // cudacache_configure() strings, each checked alone first).
+  enum class RepeatedKeys { kRefused, kLastWins };
   // Overrides the keys present in `config`; on error (thrown) *this is unchanged.
-  void apply(std::string_view config);
+  void apply(std::string_view config, RepeatedKeys repeated = RepeatedKeys::kRefused);
 
   std::size_t max_split_size() const { return max_split_size_mb.bytes; }
   // Whether the allocator wants driver-VMM pages: cudacache's policy or expandable segments.

@@ -326,6 +326,21 @@ TEST_F(CApi, NoRuntimeErrorIsLeftForTheApplication) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+// A later cudacache_configure() string overrides an earlier one's keys; only a key given twice
+// in one string must say the same both times.
+TEST_F(CApi, ALaterConfigureOverridesAnEarlierOnesKeys) {
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:64"), CUDACACHE_OK);
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:128"), CUDACACHE_OK) << cudacache_last_error();
+  EXPECT_EQ(cudacache_configure("max_split_size_mb:32,max_split_size_mb:256"), CUDACACHE_CONFIG);
+  EXPECT_NE(std::string(cudacache_last_error()).find("given twice with different values"),
+            std::string::npos)
+      << cudacache_last_error();
+  void* p = cudacache_malloc(1000, 0, nullptr);
+  ASSERT_NE(p, nullptr) << cudacache_last_error();
+  EXPECT_NE(stats_json().find("\"max_split_size\":134217728"), std::string::npos);
+  cudacache_free(p, 1000, 0, nullptr);
+}
+
 // Issue 12, defect 2: an empty configuration after a valid one used to store "...," and fail
 // every later first use with "empty entry".
 TEST_F(CApi, EmptyConfigurationChangesNothing) {
