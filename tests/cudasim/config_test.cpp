@@ -106,7 +106,7 @@ TEST_F(Config, AMallocTakesItsSizeIn256ByteUnits) {
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output,
             "1:256\n512:512\n1048576:1048576\n1048577:1048832\n3145728:3145728\n"
-            "4194304:4194304\n5243180:5243392\n");
+            "4194304:4194304\n5243180:5243392\nasync 3145728:3145728\n");
 }
 
 // CUDASIM_MALLOC_PAGE: what a driver that backs large allocations with whole pages would take.
@@ -116,10 +116,10 @@ TEST_F(Config, WithAMallocPageALargeMallocTakesWholePages) {
   // Up to half a page: 256-byte units, as without; more: whole 2 MiB pages.
   EXPECT_EQ(run.output,
             "1:256\n512:512\n1048576:1048576\n1048577:2097152\n3145728:4194304\n"
-            "4194304:4194304\n5243180:6291456\n");
+            "4194304:4194304\n5243180:6291456\nasync 3145728:4194304\n");
   EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=65536", "footprint").output,
             "1:256\n512:512\n1048576:1048576\n1048577:1114112\n3145728:3145728\n"
-            "4194304:4194304\n5243180:5308416\n");
+            "4194304:4194304\n5243180:5308416\nasync 3145728:3145728\n");
 }
 
 TEST_F(Config, ReportIsOneLine) {

@@ -6,7 +6,8 @@
 //   probe vmm            per device: the VMM attribute and what cuMemCreate and
 //                        cuMemGetAllocationGranularity return; then what cudaMalloc returns
 //   probe footprint      per size, "SIZE:TAKEN": what one cudaMalloc of SIZE took from
-//                        cudaMemGetInfo's free memory (CUDASIM_MALLOC_PAGE)
+//                        cudaMemGetInfo's free memory (CUDASIM_MALLOC_PAGE); then "async
+//                        SIZE:TAKEN" for one cudaMallocAsync
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -120,6 +121,19 @@ int footprint() {
     }
     std::printf("%zu:%zu\n", size, before - after);
   }
+  // cudaMallocAsync takes memory as cudaMalloc does.
+  std::size_t before = 0;
+  std::size_t after = 0;
+  std::size_t total = 0;
+  void* p = nullptr;
+  if (cudaMemGetInfo(&before, &total) != cudaSuccess ||
+      cudaMallocAsync(&p, 3 * kMiB, nullptr) != cudaSuccess ||
+      cudaStreamSynchronize(nullptr) != cudaSuccess ||
+      cudaMemGetInfo(&after, &total) != cudaSuccess || cudaFreeAsync(p, nullptr) != cudaSuccess ||
+      cudaStreamSynchronize(nullptr) != cudaSuccess) {
+    return fail("footprint of cudaMallocAsync");
+  }
+  std::printf("async %zu:%zu\n", 3 * kMiB, before - after);
   return 0;
 }
 
