@@ -109,17 +109,40 @@ TEST_F(Config, AMallocTakesItsSizeIn256ByteUnits) {
             "4194304:4194304\n5243180:5243392\nasync 3145728:3145728\n");
 }
 
-// CUDASIM_MALLOC_PAGE: what a driver that backs large allocations with whole pages would take.
+// CUDASIM_MALLOC_PAGE: cudaMalloc's memory in pages, as PyTorch's allocator describes the driver.
 TEST_F(Config, WithAMallocPageALargeMallocTakesWholePages) {
   const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "footprint");
   EXPECT_EQ(run.exit_code, 0) << run.output;
-  // Up to half a page: 256-byte units, as without; more: whole 2 MiB pages.
+  // Alone on the device, a small allocation takes a page too; a large one whole pages.
   EXPECT_EQ(run.output,
-            "1:256\n512:512\n1048576:1048576\n1048577:2097152\n3145728:4194304\n"
+            "1:2097152\n512:2097152\n1048576:2097152\n1048577:2097152\n3145728:4194304\n"
             "4194304:4194304\n5243180:6291456\nasync 3145728:4194304\n");
   EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=65536", "footprint").output,
-            "1:256\n512:512\n1048576:1048576\n1048577:1114112\n3145728:3145728\n"
+            "1:65536\n512:65536\n1048576:1048576\n1048577:1114112\n3145728:3145728\n"
             "4194304:4194304\n5243180:5308416\nasync 3145728:3145728\n");
+}
+
+TEST_F(Config, WithAMallocPageSmallMallocsShareThePagesLeftOver) {
+  const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "shared_pages");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  // 3 MiB takes two pages; two of 512 KiB fill the second one's last MiB; 1 byte more needs a
+  // third page, which the 1 MiB after it shares. Freeing the large one gives back only its first
+  // page: the second holds the small ones in it until the last of them goes.
+  EXPECT_EQ(run.output,
+            "large:4194304\nsmall:4194304\nsmall:4194304\nsmall:6291456\nsmall:6291456\n"
+            "free large:4194304\nfree small:4194304\nfree small:2097152\nfree small:2097152\n"
+            "free small:0\n");
+  // Without pages, each takes its own bytes.
+  EXPECT_EQ(run_probe("-u CUDASIM_MALLOC_PAGE", "shared_pages").output,
+            "large:3145728\nsmall:3670016\nsmall:4194304\nsmall:4194560\nsmall:5243136\n"
+            "free large:2097408\nfree small:1573120\nfree small:1048832\nfree small:1048576\n"
+            "free small:0\n");
+}
+
+TEST_F(Config, WithAMallocPageRandomMallocsAndFreesHoldWholePagesAndGiveThemAllBack) {
+  const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "random_pages");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "ok\n");
 }
 
 TEST_F(Config, ReportIsOneLine) {

@@ -8,13 +8,22 @@
 //   probe footprint      per size, "SIZE:TAKEN": what one cudaMalloc of SIZE took from
 //                        cudaMemGetInfo's free memory (CUDASIM_MALLOC_PAGE); then "async
 //                        SIZE:TAKEN" for one cudaMallocAsync
+//   probe shared_pages   a 3 MiB cudaMalloc, small ones beside it, then the frees: "STEP:HELD"
+//                        after each, HELD what cudaMemGetInfo shows taken
+//   probe random_pages   random cudaMallocs and cudaFrees under CUDASIM_MALLOC_PAGE=2MiB,
+//                        what cudaMemGetInfo shows checked against bounds after each step;
+//                        prints "ok" or the first step out of bounds
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <random>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -137,6 +146,82 @@ int footprint() {
   return 0;
 }
 
+// What small allocations share (CUDASIM_MALLOC_PAGE=2MiB): the rest of a large allocation's
+// last page, then a page of their own, each page given back when nothing is left in it.
+int shared_pages() {
+  constexpr std::size_t kKiB = 1024;
+  std::size_t free = 0;
+  std::size_t total = 0;
+  auto held = [&](const char* step) {
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return false;
+    std::printf("%s:%zu\n", step, total - free);
+    return true;
+  };
+  void* large = nullptr;
+  void* small[4] = {};
+  const bool ok = cudaMalloc(&large, 3 * 1024 * kKiB) == cudaSuccess && held("large") &&
+                  cudaMalloc(&small[0], 512 * kKiB) == cudaSuccess && held("small") &&
+                  cudaMalloc(&small[1], 512 * kKiB) == cudaSuccess && held("small") &&
+                  cudaMalloc(&small[2], 1) == cudaSuccess && held("small") &&
+                  cudaMalloc(&small[3], 1024 * kKiB) == cudaSuccess && held("small") &&
+                  cudaFree(large) == cudaSuccess && held("free large") &&
+                  cudaFree(small[0]) == cudaSuccess && held("free small") &&
+                  cudaFree(small[1]) == cudaSuccess && held("free small") &&
+                  cudaFree(small[2]) == cudaSuccess && held("free small") &&
+                  cudaFree(small[3]) == cudaSuccess && held("free small");
+  return ok ? 0 : fail("shared_pages");
+}
+
+// Whatever the order of mallocs and frees, what is held stays whole pages, no less than the
+// live allocations' bytes, no more than each of them alone on its pages, and nothing once all
+// are freed.
+int random_pages() {
+  constexpr std::size_t kPage = std::size_t{2} << 20;
+  std::mt19937_64 random(17);
+  std::vector<std::pair<void*, std::size_t>> live;
+  std::size_t free = 0;
+  std::size_t total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return fail("cudaMemGetInfo");
+  const std::size_t start = total - free;
+  for (int step = 0; step < 3000; ++step) {
+    if (live.empty() || random() % 100 < 55) {
+      // Mostly small (under half a page), some large, some exact pages.
+      const std::uint64_t kind = random() % 10;
+      const std::size_t size = kind < 6   ? 1 + random() % (kPage / 2)
+                               : kind < 9 ? kPage / 2 + 1 + random() % (6 * kPage)
+                                          : kPage * (1 + random() % 3);
+      void* p = nullptr;
+      if (cudaMalloc(&p, size) != cudaSuccess) return fail("cudaMalloc");
+      live.emplace_back(p, size);
+    } else {
+      const std::size_t at = random() % live.size();
+      if (cudaFree(live[at].first) != cudaSuccess) return fail("cudaFree");
+      live[at] = live.back();
+      live.pop_back();
+    }
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return fail("cudaMemGetInfo");
+    const std::size_t held = total - free - start;
+    std::size_t bytes = 0;
+    std::size_t alone = 0;
+    for (const auto& [p, size] : live) {
+      bytes += size;
+      alone += (size + kPage - 1) / kPage * kPage;
+    }
+    if (held % kPage != 0 || held < bytes || held > alone) {
+      std::printf("step %d: %zu held for %zu live bytes (at most %zu)\n", step, held, bytes, alone);
+      return 1;
+    }
+  }
+  for (const auto& [p, size] : live) cudaFree(p);
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return fail("cudaMemGetInfo");
+  if (total - free != start) {
+    std::printf("%zu held after every free\n", total - free - start);
+    return 1;
+  }
+  std::printf("ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +239,8 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "alloc") == 0) return alloc();
   if (std::strcmp(argv[1], "vmm") == 0) return vmm();
   if (std::strcmp(argv[1], "footprint") == 0) return footprint();
+  if (std::strcmp(argv[1], "shared_pages") == 0) return shared_pages();
+  if (std::strcmp(argv[1], "random_pages") == 0) return random_pages();
   if (std::strcmp(argv[1], "lookup") == 0) {
     const bool missing = driver<void*>("cuNoSuchFunction") == nullptr;
     const bool present = driver<void*>("cuMemCreate") != nullptr;

@@ -20,7 +20,7 @@ size_t round_up(size_t bytes, size_t alignment) {
 }
 
 cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
-  // CUDASIM_MALLOC_PAGE: an allocation of more than half a page takes whole pages.
+  // CUDASIM_MALLOC_PAGE: an allocation of more than half a page is mapped in whole pages.
   const size_t unit =
       s.malloc_page != 0 && size > s.malloc_page / 2 ? s.malloc_page : kAllocationAlignment;
   if (size > SIZE_MAX - unit) return cudaErrorMemoryAllocation;
@@ -29,16 +29,19 @@ cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
   // device peak of 8 EiB after a failed cudaMalloc of 2^63 - 1 bytes).
   const uint64_t device_peak = s.devices[static_cast<size_t>(device)].counters.peak_bytes;
   const uint64_t total_peak = s.total_peak;
-  if (const cudaError_t e = charge(s, device, bytes); e != cudaSuccess) return e;
+  Allocation allocation{device, bytes, false};
+  if (const cudaError_t e = take_malloc_memory(s, device, size, &allocation); e != cudaSuccess) {
+    return e;
+  }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    credit(s, device, bytes);
+    give_back_malloc_memory(s, allocation);
     s.devices[static_cast<size_t>(device)].counters.peak_bytes = device_peak;
     s.total_peak = total_peak;
     return cudaErrorMemoryAllocation;
   }
-  s.allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{device, bytes, false};
+  s.allocations[reinterpret_cast<uintptr_t>(p)] = allocation;
   ++s.devices[static_cast<size_t>(device)].counters.mallocs;
   *ptr = p;
   return cudaSuccess;
@@ -47,7 +50,7 @@ cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
 // `counted`: a cudaFree/cudaFreeAsync, not a cudaDeviceReset.
 void release(State& s, std::map<uintptr_t, Allocation>::iterator it, bool counted = true) {
   munmap(reinterpret_cast<void*>(it->first), it->second.bytes);
-  credit(s, it->second.device, it->second.bytes);
+  give_back_malloc_memory(s, it->second);
   if (counted) ++s.devices[static_cast<size_t>(it->second.device)].counters.frees;
   s.allocations.erase(it);
 }

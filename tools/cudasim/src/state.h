@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -69,8 +70,19 @@ struct Event {
 
 struct Allocation {
   int device = 0;
-  size_t bytes = 0;           // rounded size, as mapped and as counted
+  size_t bytes = 0;           // rounded size, as mapped
   bool free_pending = false;  // cudaFreeAsync enqueued but not yet run
+  // What it takes from the device (malloc_pages.cpp): bytes of its own, given back when it is
+  // freed, and, with CUDASIM_MALLOC_PAGE, its bytes in a page it shares with small allocations.
+  size_t own_bytes = 0;
+  uint64_t shared_page = 0;  // 0: none
+  size_t shared_bytes = 0;
+};
+
+// CUDASIM_MALLOC_PAGE: a page that small allocations share (malloc_pages.cpp).
+struct SharedPage {
+  size_t free_bytes = 0;
+  size_t occupants = 0;
 };
 
 struct PhysicalAllocation {  // cuMemCreate
@@ -122,6 +134,11 @@ struct Device {
   std::map<uint64_t, uint64_t> memfd_holes;
   int primary_context_retains = 0;  // cuDevicePrimaryCtxRetain minus Release (driver.cpp)
   uint64_t peer_access = 0;         // bit p: cudaDeviceEnablePeerAccess(p) done (peer.cpp)
+  // CUDASIM_MALLOC_PAGE: the pages small allocations share, and the same by free bytes (a best
+  // fit); malloc_pages.cpp.
+  std::map<uint64_t, SharedPage> shared_pages;
+  std::set<std::pair<size_t, uint64_t>> shared_pages_by_free;
+  uint64_t next_shared_page = 1;
 };
 
 struct State {
@@ -160,8 +177,8 @@ struct Config {
   bool report = false;
   bool verbose = false;
   bool vmm = true;  // CUDASIM_VMM
-  // CUDASIM_MALLOC_PAGE: a cudaMalloc of more than half of it takes its size rounded up to whole
-  // pages of it (0: off, every allocation its size rounded to kAllocationAlignment).
+  // CUDASIM_MALLOC_PAGE: the page of cudaMalloc's memory (0: off, every allocation takes its
+  // size rounded to kAllocationAlignment); malloc_pages.cpp.
   size_t malloc_page = 0;
   // CUDASIM_FAIL_NTH=KIND:N[@DEVICE]: as cudasim_fail_nth_call(DEVICE, KIND, N) at load.
   const char* fail_kind = nullptr;  // a name of kCallKinds
@@ -225,6 +242,11 @@ cudaError_t finish(cudaError_t error);
 // Memory accounting. charge() applies fail-nth and capacity; both require the lock.
 cudaError_t charge(State& s, int device, size_t bytes);
 void credit(State& s, int device, size_t bytes);
+
+// What a cudaMalloc of `size` bytes takes from the device (malloc_pages.cpp): fills `a`'s
+// own_bytes and shared page, charging them; and gives it back. Both require the lock.
+cudaError_t take_malloc_memory(State& s, int device, size_t size, Allocation* a);
+void give_back_malloc_memory(State& s, const Allocation& a);
 
 // Streams (streams.cpp); all require the lock.
 enum class DefaultStream { Legacy, PerThread };
