@@ -4,7 +4,8 @@
 #   2. run the CTest suite on NVIDIA's runtime instead of cudasim (tests that need cudasim's
 #      controls skip themselves);
 #   3. the VMM backend on this driver and the cost of every kind of device call
-#      (tests/gpu/vmm_checks.cpp: median microseconds, expandable segments under a cap, and the
+#      (tests/gpu/vmm_checks.cpp: median microseconds, what cudaMalloc takes and which of
+#      cudasim's two models of it this GPU matches, expandable segments under a cap, and the
 #      default policy filling the whole device beside memory it does not know of);
 #   3b. the synthetic workload replayed under every in-process allocator with every block
 #      stamped and read back (cudacache-replay --real-gpu --check-contents);

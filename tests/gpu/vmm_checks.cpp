@@ -4,10 +4,12 @@
 //      backend (the figures tools/replay/device_call_costs.inc estimates from published A100
 //      numbers): median microseconds of N calls, 2 MiB to 140 MiB where size matters;
 //   2. how much device memory a cudaMalloc of a given size takes (cudaMemGetInfo before and
-//      after 8 of them): cudasim charges the size rounded to 256 B, a driver may round large
-//      allocations to its 2 MiB pages, which changes what CUB and nocache need in the replay
-//      tables (their minimum device) on a real GPU: if it does, CUDASIM_MALLOC_PAGE=2MiB is how
-//      cudasim replays like this GPU (README, "cudasim");
+//      after 8 of them), and what a 3 MiB cudaMalloc and small ones beside it hold, step by
+//      step, against what cudasim's two models hold: by default each allocation its size
+//      rounded to 256 B; with CUDASIM_MALLOC_PAGE=2MiB whole 2 MiB pages for one of more than
+//      1 MiB, small ones sharing pages (PyTorch's pull request 17120 describes the driver so
+//      since Pascal). Which one this GPU matches decides what CUB and nocache need in the
+//      replay tables (their minimum device) on a real GPU (README, "cudasim");
 //   3. PyTorch's expandable segments and cudacache's default policy (pages moved under the cap)
 //      on this driver: random allocations under a memory cap with a byte pattern in every live
 //      block, checked after every step, and empty_cache every 64 steps;
@@ -27,9 +29,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -170,6 +174,67 @@ void measure_malloc_footprint(std::size_t bytes) {
   if (bytes >= kMiB) check(taken >= static_cast<double>(bytes), "a cudaMalloc takes its size");
 }
 
+// The sequence of tests/cudasim/probe.cpp's shared_pages mode: what cudaMemGetInfo shows held
+// after each step, beside what cudasim holds by default and with CUDASIM_MALLOC_PAGE=2MiB
+// (config_test's expectations). Printed, not checked: which model the driver follows is what
+// this measures. Also whether a cudaMalloc of just over 1 MiB starts on a 2 MiB boundary. On
+// cudasim, CTest sets VMM_CHECKS_EXPECT_MALLOC_MODEL (`default` or `pages`) to the model it runs,
+// and a mismatch fails.
+void compare_malloc_models() {
+  std::size_t free_at_start = 0;
+  std::size_t total = 0;
+  check(cudaMemGetInfo(&free_at_start, &total) == cudaSuccess, "cudaMemGetInfo");
+  std::vector<std::size_t> held;
+  auto step = [&] {
+    std::size_t free_now = 0;
+    check(cudaMemGetInfo(&free_now, &total) == cudaSuccess, "cudaMemGetInfo");
+    held.push_back(free_at_start >= free_now ? free_at_start - free_now : 0);
+  };
+  void* large = nullptr;
+  void* small[4] = {};
+  const std::size_t small_sizes[4] = {512 * 1024, 512 * 1024, 1, kMiB};
+  check(cudaMalloc(&large, 3 * kMiB) == cudaSuccess, "cudaMalloc 3 MiB");
+  step();
+  for (int i = 0; i < 4; ++i) {
+    check(cudaMalloc(&small[i], small_sizes[i]) == cudaSuccess, "cudaMalloc small");
+    step();
+  }
+  cudaFree(large);
+  step();
+  for (void* p : small) {
+    cudaFree(p);
+    step();
+  }
+  const std::size_t by_default[] = {3145728, 3670016, 4194304, 4194560, 5243136,
+                                    2097408, 1573120, 1048832, 1048576, 0};
+  const std::size_t in_pages[] = {4194304, 4194304, 4194304, 6291456, 6291456,
+                                  4194304, 4194304, 2097152, 2097152, 0};
+  bool matches_default = held.size() == std::size(by_default);
+  bool matches_pages = held.size() == std::size(in_pages);
+  std::printf(
+      "  malloc model: bytes held after each step (GPU, cudasim's default, "
+      "CUDASIM_MALLOC_PAGE=2MiB)\n");
+  for (std::size_t i = 0; i < held.size() && i < std::size(in_pages); ++i) {
+    std::printf("    %10zu  %10zu  %10zu\n", held[i], by_default[i], in_pages[i]);
+    matches_default = matches_default && held[i] == by_default[i];
+    matches_pages = matches_pages && held[i] == in_pages[i];
+  }
+  std::printf("  malloc model: the GPU matches %s\n", matches_pages ? "CUDASIM_MALLOC_PAGE=2MiB"
+                                                      : matches_default
+                                                          ? "cudasim's default (256-byte units)"
+                                                          : "neither (compare the columns)");
+  if (const char* expected = std::getenv("VMM_CHECKS_EXPECT_MALLOC_MODEL"); expected != nullptr) {
+    const std::string model = expected;
+    check(model == "pages" ? matches_pages : model == "default" && matches_default,
+          "the malloc model VMM_CHECKS_EXPECT_MALLOC_MODEL names");
+  }
+  void* over_a_mib = nullptr;
+  check(cudaMalloc(&over_a_mib, kMiB + 1) == cudaSuccess, "cudaMalloc 1 MiB + 1");
+  std::printf("  malloc model: a cudaMalloc of 1 MiB + 1 B starts %s a 2 MiB boundary\n",
+              reinterpret_cast<std::uintptr_t>(over_a_mib) % (2 * kMiB) == 0 ? "on" : "off");
+  cudaFree(over_a_mib);
+}
+
 // A byte pattern per live block, checked through cudaMemcpy after every step, under `policy`:
 // PyTorch's expandable segments, or cudacache's default policy (pages moved under the cap).
 void expandable_pattern_check(const std::string& policy, int steps) {
@@ -306,6 +371,7 @@ int main(int argc, char** argv) {
        {std::size_t{512}, kMiB + 512, 2 * kMiB + 512, 20 * kMiB + 512, 100 * kMiB + 512}) {
     measure_malloc_footprint(bytes);
   }
+  compare_malloc_models();
   expandable_pattern_check("expandable_segments:True,", std::max(200, repetitions * 20));
   expandable_pattern_check("", std::max(200, repetitions * 20));
   fill_device_check();
