@@ -10,7 +10,11 @@ side by side), a KV cache grown by torch.cat at every decode step, alone and wit
 step's scores kept until the request ends, an encoder serving requests of random shapes
 (dynamic shapes: a request's blocks rarely have the sizes of the last one's), and a decoder
 trained on batches of random sequence length (dynamic shapes in training: each step's
-activations and gradients interleaved in new sizes). Deterministic.
+activations and gradients interleaved in new sizes); since 2026-12-06 also a server decoding
+several requests at once with torch.cat KV caches (continuous batching without paged
+attention: caches of requests that start and end at random times), a mixture-of-experts model
+trained with random routing (each expert's buffers a new size every step, kept for the
+backward) and a CNN serving images of random resolution. Deterministic.
 
     bench/variants/make_variants.py TRACES_DIR OUT_DIR
 """
@@ -296,6 +300,140 @@ def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch
     return trace.rows
 
 
+def continuous_batching(layers=16, hidden=2048, vocab=32000, slots=8, steps=500,
+                        prompt=(32, 1024), output=(8, 300), seed=5):
+    """A server decoding up to `slots` requests at once in half precision, its KV caches grown by
+    torch.cat (no paged attention): every step, each request's cache of each layer is replaced
+    by one a token longer; a request ends after a random number of tokens and a new one, with a
+    prompt of random length, takes its slot, so caches of every age and size sit side by side
+    and are freed out of order."""
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
+    rnd = random.Random(seed)
+    token = 2 * hidden * 2  # a key and a value per layer
+    weights = [alloc(12 * hidden * hidden * 2) for _ in range(layers)]
+    embedding = alloc(vocab * hidden * 2)
+    active = []  # [caches, tokens so far, tokens left]
+
+    def admit():
+        length = rnd.randint(*prompt)
+        activations = alloc(length * hidden * 2)
+        caches = [alloc(length * token) for _ in range(layers)]
+        scratch = alloc(length * 4 * hidden * 2)
+        free(scratch, activations)
+        return [caches, length, rnd.randint(*output)]
+
+    for _ in range(steps):
+        while len(active) < slots:
+            active.append(admit())
+        batch = len(active)
+        x = alloc(batch * hidden * 2)
+        for layer in range(layers):
+            query = alloc(batch * hidden * 2)
+            for request in active:
+                grown = alloc((request[1] + 1) * token)
+                free(request[0][layer])
+                request[0][layer] = grown
+            attention, mlp = alloc(batch * hidden * 2), alloc(batch * 4 * hidden * 2)
+            free(query, attention)
+            out = alloc(batch * hidden * 2)
+            free(mlp, x)
+            x = out
+        logits = alloc(batch * vocab * 4)
+        free(logits, x)
+        for request in active:
+            request[1] += 1
+            request[2] -= 1
+        for request in [r for r in active if r[2] <= 0]:
+            free(*request[0])
+            active.remove(request)
+    for request in active:
+        free(*request[0])
+    free(embedding, *weights)
+    return trace.rows
+
+
+def moe_training(layers=8, hidden=1024, experts=8, ffn=4096, tokens=8192, vocab=32000, steps=20,
+                 seed=11):
+    """A mixture-of-experts transformer trained in mixed precision: each layer routes the step's
+    tokens to its experts at random (skewed), so every expert's input, hidden and activation
+    buffers have a new size every step; the forward keeps them for the backward, which frees
+    them expert by expert beside each expert's gradient; AdamW's states come after the first
+    step and the gradients are freed before the next."""
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
+    rnd = random.Random(seed)
+    attention_params, expert_params = 4 * hidden * hidden * 4, 2 * hidden * ffn * 4
+    params = []
+    for _ in range(layers):
+        params += [alloc(attention_params)] + [alloc(expert_params) for _ in range(experts)]
+    adam = None
+    for _ in range(steps):
+        x = alloc(tokens * hidden * 2)
+        saved = []
+        for _ in range(layers):
+            qkv, attention = alloc(3 * tokens * hidden * 2), alloc(tokens * hidden * 2)
+            router = alloc(tokens * experts * 4)
+            weights = [rnd.random() ** 2 for _ in range(experts)]
+            counts = [int(tokens * w / sum(weights)) + 1 for w in weights]
+            kept = []
+            for count in counts:
+                expert_in, hidden_act = alloc(count * hidden * 2), alloc(count * ffn * 2)
+                activated, expert_out = alloc(count * ffn * 2), alloc(count * hidden * 2)
+                kept.append((expert_in, hidden_act, activated))
+                free(expert_out)
+            y = alloc(tokens * hidden * 2)
+            saved.append((qkv, attention, router, kept, x))
+            x = y
+        logits = alloc(tokens * vocab * 2)
+        free(logits)
+        grads = []
+        grad = alloc(tokens * hidden * 2)
+        for _ in range(layers):
+            qkv, attention, router, kept, x_in = saved.pop()
+            for expert_in, hidden_act, activated in kept:
+                grad_hidden = alloc(activated[1])
+                free(activated, hidden_act)
+                grads.append(alloc(expert_params))
+                free(grad_hidden, expert_in)
+            grad_in = alloc(tokens * hidden * 2)
+            free(grad, qkv, attention, router, x_in)
+            grad = grad_in
+            grads.append(alloc(attention_params))
+        free(grad, x)
+        if adam is None:
+            adam = [(alloc(p[1]), alloc(p[1])) for p in params]
+        free(*grads)
+    for state in adam:
+        free(*state)
+    free(*params)
+    return trace.rows
+
+
+def random_resolution_cnn(channels=(64, 128, 256, 512), blocks=3, requests=150, seed=7):
+    """A CNN serving batches of 1-16 images of random resolution (224-640 pixels square) in
+    float32: every activation of a request has a size the last request's rarely had."""
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
+    rnd = random.Random(seed)
+    weights = [alloc(9 * c * c * 4) for c in channels for _ in range(2 * blocks)]
+    for _ in range(requests):
+        batch, side = rnd.randint(1, 16), rnd.choice([224, 256, 320, 384, 448, 512, 640])
+        x = alloc(batch * 3 * side * side * 4)
+        for stage, c in enumerate(channels):
+            plane = batch * c * (side >> (stage + 1)) ** 2 * 4
+            for _ in range(blocks):
+                conv, norm = alloc(plane), alloc(plane)
+                free(conv)
+                y = alloc(plane)
+                free(norm, x)
+                x = y
+        out = alloc(batch * 1000 * 4)
+        free(x, out)
+    free(*weights)
+    return trace.rows
+
+
 def make_variants(traces, out):
     """Writes every variant whose source traces are in `traces`; returns their names."""
     traces, out = pathlib.Path(traces), pathlib.Path(out)
@@ -326,6 +464,9 @@ def make_variants(traces, out):
     variants["kv_cache_cat_kept_scores"] = kv_cache_decode(kept_scores=32000 * 4 * 16)
     variants["variable_length_inference"] = variable_length_inference()
     variants["variable_length_training"] = variable_length_training()
+    variants["continuous_batching"] = continuous_batching()
+    variants["moe_training"] = moe_training()
+    variants["random_resolution_cnn"] = random_resolution_cnn()
     for name, rows in variants.items():
         save(out / f"{name}.csv", rows)
     return sorted(variants)

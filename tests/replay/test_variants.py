@@ -161,6 +161,56 @@ class Variants(unittest.TestCase):
         self.assertGreaterEqual(len(gradients), params)
         self.assertEqual(rows, make())  # deterministic
 
+    def test_continuous_batching_grows_each_cache_by_a_token_and_ends_requests_apart(self):
+        def make():
+            return make_variants.continuous_batching(layers=2, hidden=4, vocab=10, slots=3,
+                                                     steps=20, prompt=(2, 5), output=(1, 6),
+                                                     seed=1)
+        rows = make()
+        self.assertTrue(replayable(rows))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)  # nothing is left live at the end
+        token = 2 * 4 * 2
+        # torch.cat: the longer cache is made before the one it replaces is freed, for every
+        # request in every step and layer (the slots are refilled before each step).
+        grown = sum(1 for a, b in zip(rows, rows[1:])
+                    if a[0] == "alloc" and b[0] == "free" and b[2] == a[2] - token)
+        self.assertEqual(grown, 3 * 20 * 2)
+        # Requests end at different steps: caches are freed while others of the batch live on.
+        ended = [k for k in range(1, len(rows) - 1)
+                 if rows[k][0] == "free" and rows[k][2] % token == 0 and rows[k - 1][0] == "free"
+                 and rows[k + 1][0] == "alloc"]
+        self.assertGreater(len(ended), 3)
+        self.assertEqual(rows, make())  # deterministic
+
+    def test_moe_training_gives_the_experts_new_sizes_every_step(self):
+        def make(steps):
+            return make_variants.moe_training(layers=2, hidden=8, experts=4, ffn=16, tokens=64,
+                                              vocab=10, steps=steps, seed=1)
+        rows = make(3)
+        self.assertTrue(replayable(rows))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)  # nothing is left live at the end
+        # Each step adds expert buffers of sizes the steps before it did not have.
+        sizes = [{r[2] for r in make(steps) if r[0] == "alloc"} for steps in (1, 2, 3)]
+        self.assertLess(len(sizes[0]), len(sizes[1]))
+        self.assertLess(len(sizes[1]), len(sizes[2]))
+        self.assertEqual(rows, make(3))  # deterministic
+
+    def test_random_resolution_cnn_serves_images_of_several_sizes(self):
+        def make():
+            return make_variants.random_resolution_cnn(channels=(2, 4), blocks=1, requests=12,
+                                                       seed=1)
+        rows = make()
+        self.assertTrue(replayable(rows))
+        allocs = sum(op == "alloc" for op, *_ in rows)
+        self.assertEqual(allocs, len(rows) - allocs)  # nothing is left live at the end
+        weights = 2 * 2
+        per_request = (len(rows) - 2 * weights) // 12
+        inputs = {rows[weights + k * per_request][2] for k in range(12)}
+        self.assertGreater(len(inputs), 4)
+        self.assertEqual(rows, make())  # deterministic
+
     def test_only_variants_of_traces_present_are_written(self):
         with tempfile.TemporaryDirectory() as folder:
             traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
@@ -168,10 +218,11 @@ class Variants(unittest.TestCase):
             make_variants.save(traces / "bert_large_inference.csv", SMALL)
             make_variants.save(traces / "decomfl_zo_federated_opt_finetune.csv", OTHER)
             names = make_variants.make_variants(traces, out)
-            self.assertEqual(names, ["concat_decomfl_bert", "kv_cache_cat_decode",
-                                     "kv_cache_cat_kept_scores", "scaled_bert_x2.7",
-                                     "scaled_decomfl_x3.3", "two_streams_bert_decomfl",
-                                     "variable_length_inference",
+            self.assertEqual(names, ["concat_decomfl_bert", "continuous_batching",
+                                     "kv_cache_cat_decode", "kv_cache_cat_kept_scores",
+                                     "moe_training", "random_resolution_cnn",
+                                     "scaled_bert_x2.7", "scaled_decomfl_x3.3",
+                                     "two_streams_bert_decomfl", "variable_length_inference",
                                      "variable_length_training"])
             self.assertEqual(make_variants.load(out / "scaled_bert_x2.7.csv"),
                              make_variants.scaled(SMALL, 2.7))
