@@ -3,8 +3,8 @@
 // By default its size rounded up to 256 bytes, so that an allocator that calls cudaMalloc for
 // every request loses nothing at its blocks' edges. With CUDASIM_MALLOC_PAGE=BYTES, as PyTorch's
 // allocator describes the driver since Pascal (pull request 17120, github.com/pytorch/pytorch:
-// "allocations larger than 1MB are now always page-aligned" in 2 MiB pages, and "the remaining
-// memory in a page could only be filled by small cudaMalloc calls"):
+// an allocation over 1 MB starts on a 2 MiB page, and only small allocations can use what is
+// left of its last page):
 // - an allocation of more than half a page starts a page of its own and takes whole pages; the
 //   rest of its last page is left to small allocations;
 // - an allocation of at most half a page goes into the page with the least free memory that
