@@ -3,8 +3,9 @@
 # the real traces scaled, run one after another, interleaved on two streams, a torch.cat KV
 # cache, an encoder serving requests of random shapes, and a decoder trained on batches of
 # random length), with the same rules as bench/RESULTS.md's table of targets, and how it
-# compares with PyTorch's expandable segments on a device of twice the peak. Release build, on
-# cudasim; about a minute on 2 cores after the build.
+# compares with PyTorch's expandable segments on a device of twice the peak, and the targets
+# again with cudaMalloc's memory in 2 MiB pages (CUDASIM_MALLOC_PAGE=2MiB). Release build, on
+# cudasim; about a minute and a half on 2 cores after the build.
 #
 #   bench/variants.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail
@@ -30,4 +31,13 @@ replay=build/release/tools/replay/cudacache-replay
   --json "$work/pressure.json" "$work"/traces/*.csv >/dev/null
 "$replay" --capacity-factor 2 --allocators cudacache,pytorch-expandable \
   --json "$work/twice.json" "$work"/traces/*.csv >/dev/null
-python3 bench/variants/check_targets.py "$work/min.json" "$work/pressure.json" "$work/twice.json"
+# The first two again with cudaMalloc's memory in 2 MiB pages (README, "cudasim"): what CUB and
+# nocache need if the driver works as PyTorch's pull request 17120 describes it.
+CUDASIM_MALLOC_PAGE=2MiB "$replay" --min-capacity \
+  --allocators cudacache,pytorch-expandable,cub,nocache \
+  --json "$work/pages-min.json" "$work"/traces/*.csv >/dev/null
+CUDASIM_MALLOC_PAGE=2MiB "$replay" --capacity-factor 1.02 \
+  --allocators cudacache,pytorch,pytorch-expandable,cub,nocache \
+  --json "$work/pages-pressure.json" "$work"/traces/*.csv >/dev/null
+python3 bench/variants/check_targets.py "$work/min.json" "$work/pressure.json" "$work/twice.json" \
+  --pages "$work/pages-min.json" "$work/pages-pressure.json"

@@ -6,9 +6,11 @@ traces missing each target. The rules are bench/RESULTS.md's ("The targets of cu
 policy"); te is pytorch-expandable. With a third run (--capacity-factor 2, cudacache and
 pytorch-expandable), it also compares the two on a device of twice the peak, a GPU somewhat
 larger than the program needs: not one of the targets, but where a policy tuned for a device
-that never refuses and one just above the peak can do worst.
+that never refuses and one just above the peak can do worst. With --pages and the first two
+runs made again under CUDASIM_MALLOC_PAGE=2MiB (cudaMalloc's memory in 2 MiB pages, as
+PyTorch's pull request 17120 describes the driver), it adds a line: the targets under that model.
 
-    check_targets.py MIN_CAPACITY_JSON PRESSURE_JSON [TWICE_THE_PEAK_JSON]
+    check_targets.py MIN_CAPACITY_JSON PRESSURE_JSON [TWICE_THE_PEAK_JSON] [--pages MIN PRESSURE]
 """
 
 import json
@@ -123,20 +125,40 @@ def twice_the_peak(run):
     return line + "."
 
 
+def summary(misses, means, count):
+    """The geometric means and the count of misses, as the table's last lines give them."""
+    return (f"smallest device, geometric mean: cudacache {means['cudacache']:.4f}, "
+            f"te {means['pytorch-expandable']:.4f}, cub {means['cub']:.4f}; traces missing each "
+            f"target, of {count}: " + ", ".join(f"{key} {n}" for key, n in misses.items()) + ".")
+
+
 def main(argv):
-    if len(argv) not in (3, 4):
+    args = list(argv[1:])
+    pages = None
+    if "--pages" in args:
+        at = args.index("--pages")
+        pages = args[at + 1:at + 3]
+        del args[at:at + 3]
+    if len(args) not in (2, 3) or (pages is not None and len(pages) != 2):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     try:
-        with open(argv[1]) as f:
+        with open(args[0]) as f:
             minimum = json.load(f)
-        with open(argv[2]) as f:
+        with open(args[1]) as f:
             pressure = json.load(f)
         rows, misses, means = check(minimum, pressure)
         twice = None
-        if len(argv) == 4:
-            with open(argv[3]) as f:
+        if len(args) == 3:
+            with open(args[2]) as f:
                 twice = twice_the_peak(json.load(f))
+        paged = None
+        if pages is not None:
+            with open(pages[0]) as f:
+                paged_minimum = json.load(f)
+            with open(pages[1]) as f:
+                paged_rows, paged_misses, paged_means = check(paged_minimum, json.load(f))
+            paged = summary(paged_misses, paged_means, len(paged_rows))
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"check_targets.py: {error}", file=sys.stderr)
         return 2
@@ -150,6 +172,8 @@ def main(argv):
           + ", ".join(f"{key} {count}" for key, count in misses.items()) + ".")
     if twice is not None:
         print(twice)
+    if paged is not None:
+        print(f"With cudaMalloc in 2 MiB pages (CUDASIM_MALLOC_PAGE=2MiB): {paged}")
     return 0
 
 

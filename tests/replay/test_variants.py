@@ -417,6 +417,32 @@ class Targets(unittest.TestCase):
             run = subprocess.run([sys.executable, VARIANTS / "check_targets.py", good_min,
                                   good_pressure], capture_output=True, text=True)
             self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertNotIn("2 MiB pages", run.stdout)
+
+    def test_pages_adds_the_targets_of_the_page_model(self):
+        with tempfile.TemporaryDirectory() as folder:
+            files = {}
+            for name, (minimum, pressure) in (("", runs(1002 << 20)),
+                                              ("pages-", runs(1004 << 20, pressure_oom=True))):
+                files[name + "min"] = pathlib.Path(folder, name + "min.json")
+                files[name + "pressure"] = pathlib.Path(folder, name + "pressure.json")
+                files[name + "min"].write_text(json.dumps(minimum))
+                files[name + "pressure"].write_text(json.dumps(pressure))
+            script = [sys.executable, VARIANTS / "check_targets.py"]
+            run = subprocess.run(script + [files["min"], files["pressure"], "--pages",
+                                           files["pages-min"], files["pages-pressure"]],
+                                 capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            last = run.stdout.strip().splitlines()[-1]
+            self.assertTrue(last.startswith("With cudaMalloc in 2 MiB pages"), last)
+            self.assertIn("cudacache 1.0040", last)
+            self.assertIn("of 1: smallest device 1, held with room 0, calls with room 0, calls "
+                          "under pressure 1.", last)
+            self.assertIn("Traces missing each target, of 1: smallest device 0", run.stdout)
+            # --pages needs both runs.
+            run = subprocess.run(script + [files["min"], files["pressure"], "--pages",
+                                           files["pages-min"]], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
 
 
 if __name__ == "__main__":
