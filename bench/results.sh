@@ -5,7 +5,8 @@
 # who completes, at what cost in calls), what they hold and call on devices of 1.2, 2 and 4 x
 # the peak, and their time per event (bench_replay: the in-process
 # allocators, pytorch-expandable included), all from a Release build on cudasim, merged into
-# Markdown by bench/replay/write_results.py.
+# Markdown by bench/replay/write_results.py; last, the smallest device and the 1.02 x device
+# again with cudaMalloc's memory in 2 MiB pages (CUDASIM_MALLOC_PAGE=2MiB).
 # When PyTorch is importable (`python3 -c "import torch"`, or $CUDACACHE_PYTHON), the replay also
 # runs PyTorch's own allocator on cudasim (torch-native, torch-expandable: replayed from Python,
 # so memory and device calls only; bench_replay does not time them). About 3 minutes
@@ -22,7 +23,8 @@ if [[ ! -d $traces ]]; then
 fi
 traces=$(cd "$traces" && pwd)
 cd "$root"
-# RESULTS.md's figures charge a cudaMalloc its size in 256-byte units, cudasim's default.
+# RESULTS.md's figures charge a cudaMalloc its size in 256-byte units, cudasim's default (its
+# last table sets them beside those with CUDASIM_MALLOC_PAGE=2MiB).
 if [[ -n ${CUDASIM_MALLOC_PAGE:-} ]]; then
   echo "results.sh: CUDASIM_MALLOC_PAGE is set; RESULTS.md is written with cudasim's default" \
     "(unset it, or run cudacache-replay with it by hand)" >&2
@@ -58,6 +60,16 @@ echo "results.sh: cudacache-replay --capacity-factor $pressure_factor (under pre
 build/release/tools/replay/cudacache-replay --capacity-factor "$pressure_factor" \
   --allocators "$allocators" --json "$work/pressure.json" "$traces"/*.csv >/dev/null
 
+# The same two with cudaMalloc's memory in 2 MiB pages (README, "cudasim"): what CUB and nocache
+# need if the driver works as PyTorch's pull request 17120 describes it.
+echo "results.sh: the same two with CUDASIM_MALLOC_PAGE=2MiB" >&2
+paged_allocators=cudacache,pytorch,pytorch-expandable,cub,nocache
+CUDASIM_MALLOC_PAGE=2MiB build/release/tools/replay/cudacache-replay --min-capacity \
+  --allocators "$paged_allocators" --json "$work/pages.json" "$traces"/*.csv >/dev/null
+CUDASIM_MALLOC_PAGE=2MiB build/release/tools/replay/cudacache-replay \
+  --capacity-factor "$pressure_factor" --allocators "$paged_allocators" \
+  --json "$work/pages-pressure.json" "$traces"/*.csv >/dev/null
+
 # Held memory and calls on devices of a few sizes between the two (the in-process allocators:
 # torch-native and torch-expandable equal pytorch and pytorch-expandable call for call).
 sized=()
@@ -87,6 +99,7 @@ python3 bench/replay/write_results.py \
   --command "bench/results.sh" --date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
   --machine "$cpu, $(nproc) cores (nproc)" "${torch_missing[@]}" \
   --pressure-json "$work/pressure.json" --pressure-factor "$pressure_factor" "${sized[@]}" \
+  --pages-json "$work/pages.json" "$work/pages-pressure.json" \
   --previous bench/RESULTS.md >"$work/RESULTS.md"
 mv "$work/RESULTS.md" bench/RESULTS.md
 echo "results.sh: wrote bench/RESULTS.md" >&2

@@ -45,6 +45,10 @@ def parse_arguments():
     parser.add_argument("--sized-json", action="append", default=[], metavar="FACTOR=FILE",
                         help="cudacache-replay --capacity-factor FACTOR --json output, for the "
                              "table of held memory and calls by device size (repeatable)")
+    parser.add_argument("--pages-json", nargs=2, metavar=("MIN_CAPACITY", "PRESSURE"),
+                        help="the --min-capacity and --capacity-factor runs made again under "
+                             "CUDASIM_MALLOC_PAGE=2MiB, for the table of what changes if "
+                             "cudaMalloc takes whole 2 MiB pages")
     parser.add_argument("--torch-missing", metavar="REASON",
                         help="why torch-native and torch-expandable were not run")
     return parser.parse_args()
@@ -268,6 +272,70 @@ one) with their estimated time on a GPU.
 {markdown_table(
     ["trace", "device", "allocator", "outcome", *CALL_KINDS, "total", "est. time (ms)"],
     pressure_rows(pressure), ["---", "---:", "---", "---"] + ["---:"] * (len(CALL_KINDS) + 2))}
+
+"""
+
+
+def pages_section(paged, paged_pressure, replay, pressure):
+    """The smallest device and who completes near the limit with cudaMalloc's memory in 2 MiB
+    pages (CUDASIM_MALLOC_PAGE=2MiB), beside the same figures with 256-byte units."""
+    if paged is None:
+        return ""
+    plain = {t["name"]: by_allocator(t) for t in replay["traces"]}
+    plain_pressure = {t["name"]: by_allocator(t) for t in (pressure or {"traces": []})["traces"]}
+    paged_pressure = {t["name"]: by_allocator(t) for t in paged_pressure["traces"]}
+    allocators = [r["allocator"] for r in paged["traces"][0]["results"]] if paged["traces"] else []
+    ratios = {a: ([], []) for a in allocators}  # allocator -> (pages, 256-byte units)
+    completed = {a: [0, 0] for a in allocators}
+
+    def cell(ratio, other):
+        text = format_ratio(ratio)
+        if other is None or format_ratio(other) == text:
+            return text
+        return f"{text} ({format_ratio(other)})"
+
+    def mean(values):
+        return geometric_mean(values) if values else None
+
+    def outcome(result):
+        return "-" if result is None else ("OOM" if result["oom"] else "completes")
+
+    rows = []
+    for trace in paged["traces"]:
+        name = trace["name"]
+        if name not in plain:
+            sys.exit(f"write_results.py: --pages-json: trace {name} is not in --replay-json")
+        cells = [f"`{name}`"]
+        for allocator in allocators:
+            result = by_allocator(trace).get(allocator)
+            other = plain[name].get(allocator)
+            ratio = result and result["min_capacity_over_requested"]
+            other_ratio = other and other["min_capacity_over_requested"]
+            if ratio is not None:
+                ratios[allocator][0].append(ratio)
+            if other_ratio is not None:
+                ratios[allocator][1].append(other_ratio)
+            near = paged_pressure.get(name, {}).get(allocator)
+            near_plain = plain_pressure.get(name, {}).get(allocator)
+            completed[allocator][0] += near is not None and not near["oom"]
+            completed[allocator][1] += near_plain is not None and not near_plain["oom"]
+            cells.append(f"{cell(ratio, other_ratio)}; {outcome(near)}")
+        rows.append(cells)
+    summary = [["geometric mean; completes near the limit"] + [
+        f"{cell(mean(ratios[a][0]), mean(ratios[a][1]))}; "
+        f"{completed[a][0]} ({completed[a][1]}) of {len(rows)}" for a in allocators]]
+    return f"""## If cudaMalloc takes whole 2 MiB pages
+
+Every table above charges a `cudaMalloc` its size rounded up to 256 B, cudasim's default.
+PyTorch's pull request 17120 describes the driver since Pascal otherwise: a block over 1 MB
+starts a fresh 2 MiB page and takes whole pages, and only small blocks go into the unused end
+of its last one. `CUDASIM_MALLOC_PAGE=2MiB` models that; the same two replays under it (the
+smallest device, and a device of 1.02 x the peak) give, per allocator, min cap / peak req with
+pages (with 256-byte units in parentheses where it differs) and whether it completes on the
+device of 1.02 x with pages; the last row counts those (with 256-byte units in parentheses).
+Which model a GPU follows is what `tests/gpu/vmm_checks.cpp` measures; it has not run.
+
+{markdown_table(["trace"] + allocators, rows + summary, ["---"] + ["---:"] * len(allocators))}
 
 """
 
@@ -583,10 +651,20 @@ def main():
     if args.pressure_json is not None:
         with open(args.pressure_json, encoding="utf-8") as f:
             pressure = json.load(f)
-    later_sections = (pressure_section(pressure, args.pressure_factor) +
-                      sized_section(sized_runs(args.sized_json)))
     with open(args.replay_json, encoding="utf-8") as f:
         replay = json.load(f)
+    paged = paged_pressure = None
+    if args.pages_json is not None:
+        try:
+            with open(args.pages_json[0], encoding="utf-8") as f:
+                paged = json.load(f)
+            with open(args.pages_json[1], encoding="utf-8") as f:
+                paged_pressure = json.load(f)
+        except (OSError, ValueError) as error:
+            sys.exit(f"write_results.py: --pages-json: {error}")
+    later_sections = (pressure_section(pressure, args.pressure_factor) +
+                      sized_section(sized_runs(args.sized_json)) +
+                      pages_section(paged, paged_pressure, replay, pressure))
     with open(args.bench_json, encoding="utf-8") as f:
         bench = json.load(f)
     runtime = bench["context"].get("cuda_runtime")

@@ -109,7 +109,7 @@ TEST_F(Config, AMallocTakesItsSizeIn256ByteUnits) {
             "4194304:4194304\n5243180:5243392\nasync 3145728:3145728\n");
 }
 
-// CUDASIM_MALLOC_PAGE: cudaMalloc's memory in pages, as PyTorch's allocator describes the driver.
+// CUDASIM_MALLOC_PAGE: cudaMalloc's memory in pages, as PyTorch's pull request 17120 describes it.
 TEST_F(Config, WithAMallocPageALargeMallocTakesWholePages) {
   const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "footprint");
   EXPECT_EQ(run.exit_code, 0) << run.output;

@@ -209,27 +209,38 @@ void compare_malloc_models() {
                                     2097408, 1573120, 1048832, 1048576, 0};
   const std::size_t in_pages[] = {4194304, 4194304, 4194304, 6291456, 6291456,
                                   4194304, 4194304, 2097152, 2097152, 0};
-  bool matches_default = held.size() == std::size(by_default);
-  bool matches_pages = held.size() == std::size(in_pages);
+  bool exact_default = held.size() == std::size(by_default);
+  bool exact_pages = held.size() == std::size(in_pages);
   std::printf(
-      "  malloc model: bytes held after each step (GPU, cudasim's default, "
+      "  malloc model: bytes held after each step (GPU, its change, cudasim's default, "
       "CUDASIM_MALLOC_PAGE=2MiB)\n");
   for (std::size_t i = 0; i < held.size() && i < std::size(in_pages); ++i) {
-    std::printf("    %10zu  %10zu  %10zu\n", held[i], by_default[i], in_pages[i]);
-    matches_default = matches_default && held[i] == by_default[i];
-    matches_pages = matches_pages && held[i] == in_pages[i];
+    const long long change =
+        static_cast<long long>(held[i]) - static_cast<long long>(i == 0 ? 0 : held[i - 1]);
+    std::printf("    %10zu  %+11lld  %10zu  %10zu\n", held[i], change, by_default[i], in_pages[i]);
+    exact_default = exact_default && held[i] == by_default[i];
+    exact_pages = exact_pages && held[i] == in_pages[i];
   }
-  std::printf("  malloc model: the GPU matches %s\n", matches_pages ? "CUDASIM_MALLOC_PAGE=2MiB"
-                                                      : matches_default
-                                                          ? "cudasim's default (256-byte units)"
-                                                          : "neither (compare the columns)");
+  // On a GPU, memory the context or the footprint checks above left in partly used pages may
+  // take the small allocations without a change: the verdict rests on the 3 MiB one, which
+  // takes 3 MiB in 256-byte units and two fresh 2 MiB pages in pages.
+  const std::size_t large_took = held.empty() ? 0 : held[0];
+  const bool pages = large_took == 4 * kMiB;
+  const bool units = large_took == 3 * kMiB;
+  std::printf("  malloc model: the GPU matches %s%s\n",
+              pages   ? "CUDASIM_MALLOC_PAGE=2MiB"
+              : units ? "cudasim's default (256-byte units)"
+                      : "neither (compare the columns)",
+              (pages && exact_pages) || (units && exact_default) ? ", step for step" : "");
   if (const char* expected = std::getenv("VMM_CHECKS_EXPECT_MALLOC_MODEL"); expected != nullptr) {
+    // On cudasim, where nothing else holds device memory, every step must match.
     const std::string model = expected;
-    check(model == "pages" ? matches_pages : model == "default" && matches_default,
+    check(model == "pages" ? pages && exact_pages : model == "default" && units && exact_default,
           "the malloc model VMM_CHECKS_EXPECT_MALLOC_MODEL names");
   }
   void* over_a_mib = nullptr;
   check(cudaMalloc(&over_a_mib, kMiB + 1) == cudaSuccess, "cudaMalloc 1 MiB + 1");
+  // On cudasim the answer is the host's mmap's, not a model's.
   std::printf("  malloc model: a cudaMalloc of 1 MiB + 1 B starts %s a 2 MiB boundary\n",
               reinterpret_cast<std::uintptr_t>(over_a_mib) % (2 * kMiB) == 0 ? "on" : "off");
   cudaFree(over_a_mib);

@@ -4,6 +4,7 @@ Standard-library unittest. The first class feeds it JSON written here; the secon
 tools on a tiny trace (CUDACACHE_REPLAY and BENCH_REPLAY name them; CTest sets both) and skips
 without them."""
 
+import copy
 import json
 import os
 import pathlib
@@ -153,6 +154,45 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertEqual(row[3], "OOM at event 3/4")
         self.assertEqual(row[4:6], ["3", "1"])  # malloc, free
         self.assertEqual(row[-2:], ["4", "0.600"])
+
+    def test_pages_table_sets_each_models_smallest_device_and_outcome_side_by_side(self):
+        paged = copy.deepcopy(self.replay)
+        paged["traces"][0]["results"][1]["min_capacity_over_requested"] = 1.75  # alpha's cub
+        paged["traces"][1]["results"][1]["min_capacity_over_requested"] = 1.25  # beta's cub
+        done = result("nocache", calls(malloc=2, free=2), 0.0005, 2, 2)
+        oom = result("cub", calls(malloc=3, free=1), 0.0006, 3, 1)
+        oom.update(oom=True, oom_event_index=2)
+        cub_done = result("cub", calls(malloc=3, free=3), 0.0006, 3, 3)
+        paged_pressure = {"traces": [trace("alpha", [done, oom]),
+                                     trace("beta", [done, cub_done])]}
+        plain_pressure = {"traces": [trace("alpha", [done, cub_done])]}
+        with tempfile.TemporaryDirectory() as directory:
+            folder = pathlib.Path(directory)
+            (folder / "pages.json").write_text(json.dumps(paged))
+            (folder / "pages-pressure.json").write_text(json.dumps(paged_pressure))
+            completed = write_results(directory, self.replay, self.bench,
+                                      pressure=plain_pressure,
+                                      extra=["--pages-json", str(folder / "pages.json"),
+                                             str(folder / "pages-pressure.json")])
+            self.assertEqual(completed.returncode, 0, completed.stderr)
+            pages = section(completed.stdout, "## If cudaMalloc takes whole 2 MiB pages")
+            self.assertEqual(table_row(pages, ["`alpha`"])[1:], ["1.000; completes",
+                                                                 "1.750 (1.500); OOM"])
+            self.assertEqual(table_row(pages, ["`beta`"])[1:], ["1.000; completes",
+                                                                "1.250 (1.000); completes"])
+            # sqrt(1.75 x 1.25) = 1.479, sqrt(1.5 x 1) = 1.225; near the limit, with pages cub
+            # completes beta only; with 256-byte units alpha only (beta was not replayed).
+            self.assertEqual(table_row(pages, ["geometric mean; completes near the limit"])[1:],
+                             ["1.000; 2 (1) of 2", "1.479 (1.225); 1 (1) of 2"])
+            self.assertNotIn("whole 2 MiB pages", self.render())
+            # A trace of the paged run that the main run lacks is refused.
+            paged["traces"][0]["name"] = "gamma"
+            (folder / "pages.json").write_text(json.dumps(paged))
+            completed = write_results(directory, self.replay, self.bench,
+                                      extra=["--pages-json", str(folder / "pages.json"),
+                                             str(folder / "pages-pressure.json")])
+            self.assertNotEqual(completed.returncode, 0)
+            self.assertIn("trace gamma is not in --replay-json", completed.stderr)
 
     def test_sized_table_shows_held_memory_and_calls_per_device_size(self):
         small_done = result("nocache", calls(malloc=2, free=2), 0.002, 2, 2, reserved=1.5)

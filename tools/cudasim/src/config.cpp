@@ -11,10 +11,10 @@
 //   CUDASIM_CALL_REPORT  PATH: at exit, write every device's calls by kind since load (never
 //                     reset) and whether a CUDASIM_FAIL_NTH failure happened, to PATH
 //   CUDASIM_MALLOC_PAGE  bytes, as CUDASIM_CAPACITY, a multiple of 256: cudaMalloc's memory
-//                     comes in pages of this size, as PyTorch's allocator describes the driver
-//                     since Pascal (2 MiB): an allocation of more than half a page takes whole
-//                     pages of its own, smaller ones share pages, including the rest of a large
-//                     one's last page (malloc_pages.cpp; default off: every allocation takes
+//                     comes in pages of this size, as PyTorch's pull request 17120 describes the
+//                     driver since Pascal (2 MiB): an allocation of more than half a page takes
+//                     whole pages of its own, smaller ones share pages, including the rest of a
+//                     large one's last page (malloc_pages.cpp; default off: every allocation takes
 //                     its size rounded up to 256 B). What a GPU's driver does is what
 //                     tests/gpu/vmm_checks.cpp measures.
 // A bad value is fatal at load time: a simulator silently running with a default would make

@@ -2,11 +2,10 @@
 //
 // By default its size rounded up to 256 bytes, so that an allocator that calls cudaMalloc for
 // every request loses nothing at its blocks' edges. With CUDASIM_MALLOC_PAGE=BYTES, as PyTorch's
-// allocator describes the driver since Pascal (pull request 17120, github.com/pytorch/pytorch:
-// an allocation over 1 MB starts on a 2 MiB page, and only small allocations can use what is
-// left of its last page):
-// - an allocation of more than half a page starts a page of its own and takes whole pages; the
-//   rest of its last page is left to small allocations;
+// pull request 17120 (github.com/pytorch/pytorch) describes the driver since Pascal: a block
+// over 1 MB starts a fresh 2 MiB page, and only small blocks go into the unused end of its last:
+// - an allocation of more than half a page starts a page of its own and takes whole pages;
+//   small allocations may use the unused end of its last page;
 // - an allocation of at most half a page goes into the page with the least free memory that
 //   holds it (the rest of a large allocation's last page or a page of small allocations), or
 //   else takes a new page;
@@ -70,7 +69,8 @@ cudaError_t take_malloc_memory(State& s, int device, size_t size, Allocation* a)
     a->shared_page = open_page(d, page, bytes);
     return cudaSuccess;
   }
-  // Nothing new is taken, but fail-nth still counts the allocation.
+  // Nothing new is taken, but fail-nth still counts the allocation (and a capacity lowered
+  // below what is in use refuses it, as it refuses every allocation).
   if (const cudaError_t e = charge(s, device, 0); e != cudaSuccess) return e;
   const uint64_t id = fit->second;
   SharedPage& shared = d.shared_pages.at(id);
@@ -87,7 +87,7 @@ void give_back_malloc_memory(State& s, const Allocation& a) {
   if (a.shared_page == 0) return;
   Device& d = s.devices[static_cast<size_t>(a.device)];
   const auto it = d.shared_pages.find(a.shared_page);
-  if (it == d.shared_pages.end()) return;
+  if (it == d.shared_pages.end()) return;  // never: a page lives while anything is in it
   unindex_page(d, it->first, it->second);
   if (--it->second.occupants == 0) {
     credit(s, a.device, s.malloc_page);

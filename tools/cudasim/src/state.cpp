@@ -130,7 +130,9 @@ uint64_t kept_bytes_alive(const State& s, int device) {
   uint64_t bytes = 0;
   for (const uintptr_t address : d.kept_allocations) {
     const auto it = s.allocations.find(address);
-    if (it != s.allocations.end()) bytes += it->second.bytes;
+    // What it takes from the device: its own bytes and, with CUDASIM_MALLOC_PAGE, its part of
+    // a page it shares (malloc_pages.cpp).
+    if (it != s.allocations.end()) bytes += it->second.own_bytes + it->second.shared_bytes;
   }
   // A handle's memory lives while it is unreleased or still mapped (then it stays in
   // s.physical); a handle kept twice counts once.
