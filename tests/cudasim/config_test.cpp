@@ -139,6 +139,11 @@ TEST_F(Config, WithAMallocPageSmallMallocsShareThePagesLeftOver) {
             "free small:0\n");
 }
 
+TEST_F(Config, WithAMallocPageALargeMallocStartsAPage) {
+  EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=2MiB", "aligned_2mib").output, "aligned=20\n");
+  EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=64KiB", "aligned_64kib").output, "aligned=20\n");
+}
+
 TEST_F(Config, WithAMallocPageRandomMallocsAndFreesHoldWholePagesAndGiveThemAllBack) {
   const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "random_pages");
   EXPECT_EQ(run.exit_code, 0) << run.output;

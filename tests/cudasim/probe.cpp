@@ -10,6 +10,9 @@
 //                        SIZE:TAKEN" for one cudaMallocAsync
 //   probe shared_pages   a 3 MiB cudaMalloc, small ones beside it, then the frees: "STEP:HELD"
 //                        after each, HELD what cudaMemGetInfo shows taken
+//   probe aligned_2mib, aligned_64kib   20 cudaMallocs of 1-9 MiB, each written at both ends:
+//   "aligned=N"
+//                        counts those starting on a multiple of CUDASIM_MALLOC_PAGE's page
 //   probe random_pages   random cudaMallocs and cudaFrees under CUDASIM_MALLOC_PAGE=2MiB,
 //                        what cudaMemGetInfo shows checked against bounds after each step;
 //                        prints "ok" or the first step out of bounds
@@ -172,6 +175,27 @@ int shared_pages() {
   return ok ? 0 : fail("shared_pages");
 }
 
+// How many of 20 allocations of more than 1 MiB start on a multiple of `page`; each one's first
+// and last bytes are written, so its whole range is mapped.
+int aligned(std::size_t page) {
+  std::mt19937_64 random(5);
+  int count = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::size_t size = (std::size_t{1} << 20) + 1 + random() % (std::size_t{8} << 20);
+    void* p = nullptr;
+    if (cudaMalloc(&p, size) != cudaSuccess) return fail("cudaMalloc");
+    char* bytes = static_cast<char*>(p);
+    if (cudaMemset(bytes, 1, 1) != cudaSuccess ||
+        cudaMemset(bytes + size - 1, 2, 1) != cudaSuccess) {
+      return fail("cudaMemset");
+    }
+    count += reinterpret_cast<std::uintptr_t>(p) % page == 0;
+    if (cudaFree(p) != cudaSuccess) return fail("cudaFree");
+  }
+  std::printf("aligned=%d\n", count);
+  return 0;
+}
+
 // Whatever the order of mallocs and frees, what is held stays whole pages, no less than the
 // live allocations' bytes, no more than each of them alone on its pages, and nothing once all
 // are freed.
@@ -241,6 +265,8 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "footprint") == 0) return footprint();
   if (std::strcmp(argv[1], "shared_pages") == 0) return shared_pages();
   if (std::strcmp(argv[1], "random_pages") == 0) return random_pages();
+  if (std::strcmp(argv[1], "aligned_2mib") == 0) return aligned(std::size_t{2} << 20);
+  if (std::strcmp(argv[1], "aligned_64kib") == 0) return aligned(std::size_t{64} << 10);
   if (std::strcmp(argv[1], "lookup") == 0) {
     const bool missing = driver<void*>("cuNoSuchFunction") == nullptr;
     const bool present = driver<void*>("cuMemCreate") != nullptr;

@@ -9,7 +9,9 @@
 // - an allocation of at most half a page goes into the page with the least free memory that
 //   holds it (the rest of a large allocation's last page or a page of small allocations), or
 //   else takes a new page;
-// - a page goes back to the device when nothing in it is left.
+// - a page goes back to the device when nothing in it is left;
+// - a large allocation's address is a multiple of the page (memory.cpp's map_aligned), as on
+//   the driver described.
 // Where in a page a small allocation lies is not modelled: a page holds small allocations as
 // long as their bytes fit, as if packed without a gap.
 #include "api.h"

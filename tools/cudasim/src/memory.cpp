@@ -4,6 +4,7 @@
 // touched, so an 80 GiB simulated device is free until used, and the kernel never hands the
 // same live address to two devices.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -17,6 +18,29 @@ namespace {
 
 size_t round_up(size_t bytes, size_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
+}
+
+// `bytes` of host memory starting at a multiple of `alignment`: with CUDASIM_MALLOC_PAGE a large
+// allocation starts a page, as on the driver it models. The host's own pages are multiples of
+// kAllocationAlignment; an alignment that is not a multiple of them cannot be cut out of a
+// mapping, and gets theirs.
+void* map_aligned(size_t bytes, size_t alignment) {
+  const int protection = PROT_READ | PROT_WRITE;
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  const auto host_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (alignment <= host_page || alignment % host_page != 0) {
+    return mmap(nullptr, bytes, protection, flags, -1, 0);
+  }
+  if (bytes > SIZE_MAX - alignment) return MAP_FAILED;
+  void* wide = mmap(nullptr, bytes + alignment, protection, flags, -1, 0);
+  if (wide == MAP_FAILED) return MAP_FAILED;
+  const auto start = reinterpret_cast<uintptr_t>(wide);
+  const uintptr_t aligned = round_up(start, alignment);
+  if (aligned > start) munmap(wide, aligned - start);
+  const uintptr_t end = start + bytes + alignment;
+  if (end > aligned + bytes)
+    munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  return reinterpret_cast<void*>(aligned);
 }
 
 cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
@@ -33,8 +57,7 @@ cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
   if (const cudaError_t e = take_malloc_memory(s, device, size, &allocation); e != cudaSuccess) {
     return e;
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = map_aligned(bytes, unit);
   if (p == MAP_FAILED) {
     give_back_malloc_memory(s, allocation);
     s.devices[static_cast<size_t>(device)].counters.peak_bytes = device_peak;
