@@ -139,6 +139,14 @@ TEST_F(Config, WithAMallocPageSmallMallocsShareThePagesLeftOver) {
             "free small:0\n");
 }
 
+TEST_F(Config, WithAMallocPageASmallMallocGoesIntoTheFullestPageThatHoldsIt) {
+  const ProbeRun run = run_probe("CUDASIM_MALLOC_PAGE=2MiB", "best_fit");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  // 3 MiB and 2.5 MiB: four pages; the 0.75 MiB one shares the first's last page (1 MiB free,
+  // against the second's 1.5 MiB), which stays when the first goes.
+  EXPECT_EQ(run.output, "small:8388608\nfree first:6291456\nfree second:2097152\nfree small:0\n");
+}
+
 TEST_F(Config, WithAMallocPageALargeMallocStartsAPage) {
   EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=2MiB", "aligned_2mib").output, "aligned=20\n");
   EXPECT_EQ(run_probe("CUDASIM_MALLOC_PAGE=64KiB", "aligned_64kib").output, "aligned=20\n");

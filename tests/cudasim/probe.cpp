@@ -13,6 +13,8 @@
 //   probe aligned_2mib, aligned_64kib   20 cudaMallocs of 1-9 MiB, each written at both ends:
 //   "aligned=N"
 //                        counts those starting on a multiple of CUDASIM_MALLOC_PAGE's page
+//   probe best_fit       with CUDASIM_MALLOC_PAGE=2MiB, which of two pages with room a small
+//                        allocation goes into: "STEP:HELD" as shared_pages prints
 //   probe random_pages   random cudaMallocs and cudaFrees under CUDASIM_MALLOC_PAGE=2MiB,
 //                        what cudaMemGetInfo shows checked against bounds after each step;
 //                        prints "ok" or the first step out of bounds
@@ -175,6 +177,30 @@ int shared_pages() {
   return ok ? 0 : fail("shared_pages");
 }
 
+// Two large allocations leave 1 MiB and 1.5 MiB free at the ends of their last pages; a small
+// one of 0.75 MiB fits both and goes into the fuller page, the first one's: freeing the first
+// then gives back only its own page, freeing the second both of its pages.
+int best_fit() {
+  constexpr std::size_t kKiB = 1024;
+  std::size_t free = 0;
+  std::size_t total = 0;
+  auto held = [&](const char* step) {
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return false;
+    std::printf("%s:%zu\n", step, total - free);
+    return true;
+  };
+  void* first = nullptr;
+  void* second = nullptr;
+  void* small = nullptr;
+  const bool ok = cudaMalloc(&first, 3072 * kKiB) == cudaSuccess &&
+                  cudaMalloc(&second, 2560 * kKiB) == cudaSuccess &&
+                  cudaMalloc(&small, 768 * kKiB) == cudaSuccess && held("small") &&
+                  cudaFree(first) == cudaSuccess && held("free first") &&
+                  cudaFree(second) == cudaSuccess && held("free second") &&
+                  cudaFree(small) == cudaSuccess && held("free small");
+  return ok ? 0 : fail("best_fit");
+}
+
 // How many of 20 allocations of more than 1 MiB start on a multiple of `page`; each one's first
 // and last bytes are written, so its whole range is mapped.
 int aligned(std::size_t page) {
@@ -265,6 +291,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "footprint") == 0) return footprint();
   if (std::strcmp(argv[1], "shared_pages") == 0) return shared_pages();
   if (std::strcmp(argv[1], "random_pages") == 0) return random_pages();
+  if (std::strcmp(argv[1], "best_fit") == 0) return best_fit();
   if (std::strcmp(argv[1], "aligned_2mib") == 0) return aligned(std::size_t{2} << 20);
   if (std::strcmp(argv[1], "aligned_64kib") == 0) return aligned(std::size_t{64} << 10);
   if (std::strcmp(argv[1], "lookup") == 0) {
