@@ -151,17 +151,19 @@ int footprint() {
   return 0;
 }
 
+// Prints "STEP:HELD", HELD what cudaMemGetInfo shows taken; false if it cannot be read.
+bool held(const char* step) {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return false;
+  std::printf("%s:%zu\n", step, total - free);
+  return true;
+}
+
 // What small allocations share (CUDASIM_MALLOC_PAGE=2MiB): the rest of a large allocation's
 // last page, then a page of their own, each page given back when nothing is left in it.
 int shared_pages() {
   constexpr std::size_t kKiB = 1024;
-  std::size_t free = 0;
-  std::size_t total = 0;
-  auto held = [&](const char* step) {
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return false;
-    std::printf("%s:%zu\n", step, total - free);
-    return true;
-  };
   void* large = nullptr;
   void* small[4] = {};
   const bool ok = cudaMalloc(&large, 3 * 1024 * kKiB) == cudaSuccess && held("large") &&
@@ -182,13 +184,6 @@ int shared_pages() {
 // then gives back only its own page, freeing the second both of its pages.
 int best_fit() {
   constexpr std::size_t kKiB = 1024;
-  std::size_t free = 0;
-  std::size_t total = 0;
-  auto held = [&](const char* step) {
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return false;
-    std::printf("%s:%zu\n", step, total - free);
-    return true;
-  };
   void* first = nullptr;
   void* second = nullptr;
   void* small = nullptr;

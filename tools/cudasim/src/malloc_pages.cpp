@@ -20,10 +20,6 @@ namespace cudasim {
 
 namespace {
 
-size_t round_up(size_t bytes, size_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
-
 void index_page(Device& d, uint64_t id, const SharedPage& page) {
   d.shared_pages_by_free.emplace(page.free_bytes, id);
 }

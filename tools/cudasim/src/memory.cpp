@@ -16,10 +16,6 @@ namespace cudasim {
 
 namespace {
 
-size_t round_up(size_t bytes, size_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
-
 // `bytes` of host memory starting at a multiple of `alignment`: with CUDASIM_MALLOC_PAGE a large
 // allocation starts a page, as on the driver it models. The host's own pages are multiples of
 // kAllocationAlignment; an alignment that is not a multiple of them cannot be cut out of a

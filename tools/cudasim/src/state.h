@@ -25,6 +25,11 @@ namespace cudasim {
 
 // cudaMalloc sizes are counted rounded up to this (CUDA aligns pointers to at least 256 B).
 inline constexpr size_t kAllocationAlignment = 256;
+
+// `bytes` rounded up to a multiple of `alignment` (any positive number, not only a power of two).
+inline constexpr size_t round_up(size_t bytes, size_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
 // VMM granularity, both minimum and recommended, as on current NVIDIA GPUs.
 inline constexpr size_t kVmmGranularity = size_t{2} << 20;
 inline constexpr int kRuntimeVersion = 13000;
