@@ -241,6 +241,16 @@ class WriteResultsFromJson(unittest.TestCase):
         self.assertIn("--sized-json 2=", missing)
         self.assertIn("No such file", missing)
 
+    def test_pages_json_needs_two_readable_files_of_json(self):
+        missing = self.refused("--pages-json", "FILE", "FILE.missing")
+        self.assertIn("--pages-json:", missing)
+        self.assertIn("No such file", missing)
+        self.assertIn("expected 2 arguments", self.refused("--pages-json", "FILE"))
+        with tempfile.TemporaryDirectory() as directory:
+            broken = pathlib.Path(directory) / "broken.json"
+            broken.write_text("{")
+            self.assertIn("--pages-json:", self.refused("--pages-json", "FILE", str(broken)))
+
     def test_pressure_json_without_its_factor_is_refused(self):
         self.assertIn("--pressure-json and --pressure-factor go together",
                       self.refused("--pressure-json", "FILE"))
