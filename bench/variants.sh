@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue #11's targets on traces the policy was not tuned on (bench/variants/make_variants.py:
-# the real traces scaled, run one after another, interleaved on two streams, a torch.cat KV
-# cache, an encoder serving requests of random shapes, and a decoder trained on batches of
-# random length), with the same rules as bench/RESULTS.md's table of targets, and how it
-# compares with PyTorch's expandable segments on a device of twice the peak, and the targets
+# the real traces scaled, run one after another, interleaved on two streams, torch.cat KV
+# caches, dynamic shapes in serving and training, continuous batching, a mixture of experts, a
+# CNN on images of random resolution, fully sharded data-parallel training and training with
+# activation checkpointing), with the same rules as bench/RESULTS.md's table of targets, and how
+# it compares with PyTorch's expandable segments on a device of twice the peak, and the targets
 # again with cudaMalloc's memory in 2 MiB pages (CUDASIM_MALLOC_PAGE=2MiB). Release build, on
-# cudasim; about a minute and a half on 2 cores after the build.
+# cudasim; about two minutes on 2 cores after the build.
 #
 #   bench/variants.sh [TRACES_DIR]      (default: ../shared/traces next to the project)
 set -euo pipefail

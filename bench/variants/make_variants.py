@@ -14,7 +14,11 @@ activations and gradients interleaved in new sizes); since 2026-12-06 also a ser
 several requests at once with torch.cat KV caches (continuous batching without paged
 attention: caches of requests that start and end at random times), a mixture-of-experts model
 trained with random routing (each expert's buffers a new size every step, kept for the
-backward) and a CNN serving images of random resolution. Deterministic.
+backward) and a CNN serving images of random resolution; since 2026-12-06 22:00 UTC also one
+rank of fully sharded data-parallel training (FSDP: each layer's parameters gathered into a
+large buffer on a second stream before it runs, in the forward and again in the backward) and
+training with activation checkpointing (each layer's activations made twice a step).
+Deterministic.
 
     bench/variants/make_variants.py TRACES_DIR OUT_DIR
 """
@@ -92,22 +96,22 @@ def interleaved(first, second, seed):
 
 
 class MadeUpTrace:
-    """The rows of a trace written here, all on stream 0: alloc() returns a block (its id and
-    size), free() frees blocks."""
+    """The rows of a trace written here: alloc() returns a block (its id, size and stream, 0
+    unless given), free() frees blocks."""
 
     def __init__(self):
         self.rows = []
         self.next_id = 0
 
-    def alloc(self, size):
-        block = (self.next_id, size)
-        self.rows.append(("alloc", self.next_id, size, 0))
+    def alloc(self, size, stream=0):
+        block = (self.next_id, size, stream)
+        self.rows.append(("alloc", self.next_id, size, stream))
         self.next_id += 1
         return block
 
     def free(self, *blocks):
-        for ident, size in blocks:
-            self.rows.append(("free", ident, size, 0))
+        for ident, size, stream in blocks:
+            self.rows.append(("free", ident, size, stream))
 
 
 def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128,
@@ -434,6 +438,171 @@ def random_resolution_cnn(channels=(64, 128, 256, 512), blocks=3, requests=150, 
     return trace.rows
 
 
+def sharded_training(layers=24, hidden=2048, ranks=8, batch=2, seq=2048, vocab=32000, steps=8):
+    """One rank of a transformer trained with fully sharded data parallelism (PyTorch's FSDP,
+    ZeRO-3) in bfloat16 with float32 master weights: each rank keeps 1/`ranks` of every layer's
+    parameters, gradients and AdamW states. Before a layer runs, its whole parameters are
+    gathered into one flat buffer on the communication stream (1), the next layer's gathered
+    ahead while it computes on stream 0, and freed when it is done (in the forward and again in
+    the backward); the backward makes each layer's whole gradient on stream 0 and reduces it to
+    this rank's shard in a buffer on stream 1. So every step cycles two streams' large buffers
+    past activations that live from the forward to the backward."""
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
+    layer_params = 12 * hidden * hidden
+    gathered_bytes, shard = layer_params * 2, layer_params // ranks
+    masters = [alloc(shard * 4) for _ in range(layers)]  # float32 shards
+    embedding = alloc(vocab * hidden * 4 // ranks)  # 31.25 MiB: not whole 2 MiB granules
+    grads = [None] * layers
+    adam = None
+    tok = batch * seq
+    act = tok * hidden * 2
+
+    def gather():
+        return alloc(gathered_bytes, 1)
+
+    for _ in range(steps):
+        ids = alloc(tok * 8)
+        embed_full = alloc(vocab * hidden * 2, 1)
+        x = alloc(act)
+        free(embed_full)
+        saved = []
+        current = gather()
+        for layer in range(layers):
+            ahead = gather() if layer + 1 < layers else None
+            ln1, qkv = alloc(act), alloc(3 * act)
+            flash_out, flash_lse = alloc(act), alloc(batch * 16 * seq * 4)
+            attention = alloc(act)
+            x2 = alloc(act)
+            ln2, up = alloc(act), alloc(4 * act)
+            gelu = alloc(4 * act)
+            down = alloc(act)
+            x3 = alloc(act)
+            free(attention, down)
+            saved.append((ln1, qkv, flash_out, flash_lse, x2, ln2, up, gelu, x))
+            x = x3
+            free(current)
+            current = ahead
+        logits = alloc(tok * vocab * 2)
+        grad_logits = alloc(tok * vocab * 2)
+        free(logits)
+        grad_x = alloc(act)
+        free(grad_logits, x)
+        current = gather()
+        for layer in reversed(range(layers)):
+            ahead = gather() if layer > 0 else None
+            ln1, qkv, flash_out, flash_lse, x2, ln2, up, gelu, x_in = saved.pop()
+            full_grad = alloc(gathered_bytes)
+            grad_gelu = alloc(4 * act)
+            free(gelu)
+            grad_up = alloc(4 * act)
+            free(grad_gelu, up)
+            grad_x2 = alloc(act)
+            free(grad_up, ln2)
+            grad_qkv = alloc(3 * act)
+            free(flash_out, flash_lse)
+            grad_in = alloc(act)
+            free(grad_qkv, qkv, ln1, grad_x, x2, x_in)
+            reduced = alloc(shard * 2, 1)
+            free(full_grad)
+            if grads[layer] is None:
+                grads[layer] = alloc(shard * 4)
+            free(reduced, grad_x2)
+            grad_x = grad_in
+            free(current)
+            current = ahead
+        free(grad_x, ids)
+        if adam is None:
+            adam = [(alloc(m[1]), alloc(m[1])) for m in masters + [embedding]]
+        for master in masters + [embedding]:  # the optimizer's step, one shard at a time
+            free(alloc(master[1]))
+        free(*grads)
+        grads = [None] * layers
+    for state in adam:
+        free(*state)
+    free(embedding, *masters)
+    return trace.rows
+
+
+def checkpointed_training(layers=24, hidden=2560, batch=2, seq=4096, vocab=32000, steps=6):
+    """A decoder trained with activation checkpointing (torch.utils.checkpoint around each
+    layer), in bfloat16 with float32 weights, gradients and AdamW states: the forward keeps only
+    each layer's input and frees the layer's activations as it goes; the backward recomputes one
+    layer's activations at a time, then frees them beside the gradients it makes. So the same
+    activations are allocated twice a step, the second time among the gradients that outlive
+    them."""
+    trace = MadeUpTrace()
+    alloc, free = trace.alloc, trace.free
+    ffn = -(-8 * hidden // 3 // 256) * 256  # SwiGLU's width as LLaMA rounds it: 6,912 for 2,560
+    per_layer = [4 * hidden * hidden, 3 * hidden * ffn, hidden, hidden]
+    params = [alloc(vocab * hidden * 4)]
+    for _ in range(layers):
+        params += [alloc(4 * n) for n in per_layer]
+    grads = [None] * len(params)
+    adam = None
+    tok = batch * seq
+    act = tok * hidden * 2
+
+    def layer_forward():
+        ln1, qkv = alloc(act), alloc(3 * act)
+        context = alloc(act)
+        x2 = alloc(act)
+        ln2, up = alloc(act), alloc(tok * ffn * 2)
+        gate = alloc(tok * ffn * 2)
+        down = alloc(act)
+        out = alloc(act)
+        free(down)
+        return out, (ln1, qkv, context, x2, ln2, up, gate)
+
+    for _ in range(steps):
+        ids = alloc(tok * 8)
+        x = alloc(act)
+        inputs = []
+        for _ in range(layers):
+            out, kept = layer_forward()
+            free(*kept)
+            inputs.append(x)
+            x = out
+        logits = alloc(tok * vocab * 4)
+        grad_logits = alloc(tok * vocab * 4)
+        free(logits)
+        grad_x = alloc(act)
+        free(grad_logits, x)
+        for layer in reversed(range(layers)):
+            base = 1 + layer * len(per_layer)
+            x_in = inputs.pop()
+            out, (ln1, qkv, context, x2, ln2, up, gate) = layer_forward()  # recomputed
+            free(out)
+            grad_mid = alloc(tok * ffn * 2)
+            for index in (base + 1, base + 3):
+                if grads[index] is None:
+                    grads[index] = alloc(params[index][1])
+            free(up, gate)
+            grad_x2 = alloc(act)
+            free(grad_mid, ln2)
+            grad_qkv = alloc(3 * act)
+            for index in (base, base + 2):
+                if grads[index] is None:
+                    grads[index] = alloc(params[index][1])
+            free(context)
+            grad_in = alloc(act)
+            free(grad_qkv, qkv, ln1, x2, grad_x2, grad_x, x_in)
+            grad_x = grad_in
+        if grads[0] is None:
+            grads[0] = alloc(params[0][1])
+        free(grad_x, ids)
+        if adam is None:
+            adam = [(alloc(p[1]), alloc(p[1])) for p in params]
+        for first in range(0, len(params), 16):  # foreach ops, a group of tensors at a time
+            free(*[alloc(p[1]) for p in params[first:first + 16]])
+        free(*grads)
+        grads = [None] * len(params)
+    for state in adam:
+        free(*state)
+    free(*params)
+    return trace.rows
+
+
 def make_variants(traces, out):
     """Writes every variant whose source traces are in `traces`; returns their names."""
     traces, out = pathlib.Path(traces), pathlib.Path(out)
@@ -467,6 +636,8 @@ def make_variants(traces, out):
     variants["continuous_batching"] = continuous_batching()
     variants["moe_training"] = moe_training()
     variants["random_resolution_cnn"] = random_resolution_cnn()
+    variants["sharded_training"] = sharded_training()
+    variants["checkpointed_training"] = checkpointed_training()
     for name, rows in variants.items():
         save(out / f"{name}.csv", rows)
     return sorted(variants)

@@ -232,6 +232,48 @@ class Variants(unittest.TestCase):
         self.assertGreaterEqual(len(sides), 3)  # not one resolution with batches of any size
         self.assertEqual(rows, make())  # deterministic
 
+    def test_sharded_training_gathers_each_layer_twice_a_step_on_its_own_stream(self):
+        def make(steps):
+            return make_variants.sharded_training(layers=3, hidden=8, ranks=4, batch=1, seq=16,
+                                                  vocab=10, steps=steps)
+        rows = make(2)
+        self.assertTrue(replayable(rows))
+        allocs = [r for r in rows if r[0] == "alloc"]
+        self.assertEqual(len(allocs), len(rows) - len(allocs))  # nothing is left live at the end
+        gathered = 12 * 8 * 8 * 2  # a layer's whole bfloat16 parameters
+        gathers = [r for r in allocs if r[2] == gathered and r[3] == 1]
+        self.assertEqual(len(gathers), 2 * 3 * 2)  # forward and backward, every layer, 2 steps
+        # Gathered one layer ahead: never more than two layers' parameters at once.
+        live, most = set(), 0
+        for op, i, size, stream in rows:
+            if size == gathered and stream == 1:
+                (live.add if op == "alloc" else live.discard)(i)
+                most = max(most, len(live))
+        self.assertEqual(most, 2)
+        self.assertEqual({r[3] for r in rows}, {0, 1})
+        self.assertEqual(rows, make(2))  # deterministic
+
+    def test_checkpointed_training_recomputes_each_layer_in_the_backward(self):
+        def make(steps):
+            return make_variants.checkpointed_training(layers=4, hidden=8, batch=1, seq=16,
+                                                       vocab=10, steps=steps)
+        rows = make(2)
+        self.assertTrue(replayable(rows))
+        allocs = [r for r in rows if r[0] == "alloc"]
+        self.assertEqual(len(allocs), len(rows) - len(allocs))  # nothing is left live at the end
+        qkv = 3 * 16 * 8 * 2
+        # Each layer's projections twice a step (forward, recompute) and their gradient once.
+        self.assertEqual(sum(r[2] == qkv for r in allocs), 3 * 4 * 2)
+        # One layer's activations at a time: a layer's projections and their gradient, never
+        # two layers' projections (a forward keeping its activations would hold all four).
+        live, most = set(), 0
+        for op, i, size, _ in rows:
+            if size == qkv:
+                (live.add if op == "alloc" else live.discard)(i)
+                most = max(most, len(live))
+        self.assertEqual(most, 2)
+        self.assertEqual(rows, make(2))  # deterministic
+
     def test_only_variants_of_traces_present_are_written(self):
         with tempfile.TemporaryDirectory() as folder:
             traces, out = pathlib.Path(folder, "traces"), pathlib.Path(folder, "out")
@@ -239,10 +281,11 @@ class Variants(unittest.TestCase):
             make_variants.save(traces / "bert_large_inference.csv", SMALL)
             make_variants.save(traces / "decomfl_zo_federated_opt_finetune.csv", OTHER)
             names = make_variants.make_variants(traces, out)
-            self.assertEqual(names, ["concat_decomfl_bert", "continuous_batching",
-                                     "kv_cache_cat_decode", "kv_cache_cat_kept_scores",
-                                     "moe_training", "random_resolution_cnn",
-                                     "scaled_bert_x2.7", "scaled_decomfl_x3.3",
+            self.assertEqual(names, ["checkpointed_training", "concat_decomfl_bert",
+                                     "continuous_batching", "kv_cache_cat_decode",
+                                     "kv_cache_cat_kept_scores", "moe_training",
+                                     "random_resolution_cnn", "scaled_bert_x2.7",
+                                     "scaled_decomfl_x3.3", "sharded_training",
                                      "two_streams_bert_decomfl", "variable_length_inference",
                                      "variable_length_training"])
             self.assertEqual(make_variants.load(out / "scaled_bert_x2.7.csv"),
