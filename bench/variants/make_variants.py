@@ -14,7 +14,7 @@ activations and gradients interleaved in new sizes); since 2026-12-06 also a ser
 several requests at once with torch.cat KV caches (continuous batching without paged
 attention: caches of requests that start and end at random times), a mixture-of-experts model
 trained with random routing (each expert's buffers a new size every step, kept for the
-backward) and a CNN serving images of random resolution; since 2026-12-06 22:00 UTC also one
+backward) and a CNN serving images of random resolution; since 2026-12-06 22:05 UTC also one
 rank of fully sharded data-parallel training (FSDP: each layer's parameters gathered into a
 large buffer on a second stream before it runs, in the forward and again in the backward) and
 training with activation checkpointing (each layer's activations made twice a step).
