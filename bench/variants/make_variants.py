@@ -113,6 +113,16 @@ class MadeUpTrace:
         for ident, size, stream in blocks:
             self.rows.append(("free", ident, size, stream))
 
+    def adamw_step(self, params, states, group):
+        """AdamW's step over `params`: its two states per parameter made at the first step
+        (`states` None), then a temporary per parameter, `group` of them at a time (PyTorch's
+        foreach ops); returns the states."""
+        if states is None:
+            states = [(self.alloc(p[1]), self.alloc(p[1])) for p in params]
+        for first in range(0, len(params), group):
+            self.free(*[self.alloc(p[1]) for p in params[first:first + group]])
+        return states
+
 
 def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128,
                     kept_scores=0):
@@ -292,10 +302,7 @@ def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch
             grad(base + 8, base + 11)
             grad_x = grad_in
         free(grad_x, ids, labels, loss)
-        if adam is None:
-            adam = [(alloc(p[1]), alloc(p[1])) for p in params]
-        for first in range(0, len(params), 24):  # foreach ops, a group of tensors at a time
-            free(*[alloc(p[1]) for p in params[first:first + 24]])
+        adam = trace.adamw_step(params, adam, 24)
         free(*grads)
         grads = [None] * len(params)
     for state in adam:
@@ -512,10 +519,7 @@ def sharded_training(layers=24, hidden=2048, ranks=8, batch=2, seq=2048, vocab=3
             free(current)
             current = ahead
         free(grad_x, ids)
-        if adam is None:
-            adam = [(alloc(m[1]), alloc(m[1])) for m in masters + [embedding]]
-        for master in masters + [embedding]:  # the optimizer's step, one shard at a time
-            free(alloc(master[1]))
+        adam = trace.adamw_step(masters + [embedding], adam, 1)  # one shard at a time
         free(*grads)
         grads = [None] * layers
     for state in adam:
@@ -542,6 +546,11 @@ def checkpointed_training(layers=24, hidden=2560, batch=2, seq=4096, vocab=32000
     adam = None
     tok = batch * seq
     act = tok * hidden * 2
+
+    def grad(*indices):
+        for index in indices:
+            if grads[index] is None:
+                grads[index] = alloc(params[index][1])
 
     def layer_forward():
         ln1, qkv = alloc(act), alloc(3 * act)
@@ -574,27 +583,19 @@ def checkpointed_training(layers=24, hidden=2560, batch=2, seq=4096, vocab=32000
             out, (ln1, qkv, context, x2, ln2, up, gate) = layer_forward()  # recomputed
             free(out)
             grad_mid = alloc(tok * ffn * 2)
-            for index in (base + 1, base + 3):
-                if grads[index] is None:
-                    grads[index] = alloc(params[index][1])
+            grad(base + 1, base + 3)
             free(up, gate)
             grad_x2 = alloc(act)
             free(grad_mid, ln2)
             grad_qkv = alloc(3 * act)
-            for index in (base, base + 2):
-                if grads[index] is None:
-                    grads[index] = alloc(params[index][1])
+            grad(base, base + 2)
             free(context)
             grad_in = alloc(act)
             free(grad_qkv, qkv, ln1, x2, grad_x2, grad_x, x_in)
             grad_x = grad_in
-        if grads[0] is None:
-            grads[0] = alloc(params[0][1])
+        grad(0)
         free(grad_x, ids)
-        if adam is None:
-            adam = [(alloc(p[1]), alloc(p[1])) for p in params]
-        for first in range(0, len(params), 16):  # foreach ops, a group of tensors at a time
-            free(*[alloc(p[1]) for p in params[first:first + 16]])
+        adam = trace.adamw_step(params, adam, 16)
         free(*grads)
         grads = [None] * len(params)
     for state in adam:
