@@ -14,21 +14,14 @@
 
 namespace cudasim {
 
-namespace {
-
-// `bytes` of host memory starting at a multiple of `alignment`: with CUDASIM_MALLOC_PAGE a large
-// allocation starts a page, as on the driver it models. The host's own pages are multiples of
-// kAllocationAlignment; an alignment that is not a multiple of them cannot be cut out of a
-// mapping, and gets theirs.
-void* map_aligned(size_t bytes, size_t alignment) {
-  const int protection = PROT_READ | PROT_WRITE;
+void* map_aligned(size_t bytes, size_t alignment, int protection, void* hint) {
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   const auto host_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   if (alignment <= host_page || alignment % host_page != 0) {
-    return mmap(nullptr, bytes, protection, flags, -1, 0);
+    return mmap(hint, bytes, protection, flags, -1, 0);
   }
   if (bytes > SIZE_MAX - alignment) return MAP_FAILED;
-  void* wide = mmap(nullptr, bytes + alignment, protection, flags, -1, 0);
+  void* wide = mmap(hint, bytes + alignment, protection, flags, -1, 0);
   if (wide == MAP_FAILED) return MAP_FAILED;
   const auto start = reinterpret_cast<uintptr_t>(wide);
   const uintptr_t aligned = round_up(start, alignment);
@@ -38,6 +31,8 @@ void* map_aligned(size_t bytes, size_t alignment) {
     munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
   return reinterpret_cast<void*>(aligned);
 }
+
+namespace {
 
 cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
   // CUDASIM_MALLOC_PAGE: an allocation of more than half a page is mapped in whole pages.
@@ -53,7 +48,8 @@ cudaError_t allocate(State& s, int device, size_t size, void** ptr) {
   if (const cudaError_t e = take_malloc_memory(s, device, size, &allocation); e != cudaSuccess) {
     return e;
   }
-  void* p = map_aligned(bytes, unit);
+  // With CUDASIM_MALLOC_PAGE a large allocation starts a page, as on the driver it models.
+  void* p = map_aligned(bytes, unit, PROT_READ | PROT_WRITE);
   if (p == MAP_FAILED) {
     give_back_malloc_memory(s, allocation);
     s.devices[static_cast<size_t>(device)].counters.peak_bytes = device_peak;

@@ -248,6 +248,12 @@ cudaError_t finish(cudaError_t error);
 cudaError_t charge(State& s, int device, size_t bytes);
 void credit(State& s, int device, size_t bytes);
 
+// `bytes` of new private anonymous host mapping (MAP_NORESERVE) with `protection`, starting at
+// a multiple of `alignment` (over-mapped, then trimmed: memory.cpp), near `hint` if it may be;
+// MAP_FAILED when the host refuses. An alignment that is not a multiple of the host's page
+// cannot be cut out of a mapping and gets the host's.
+void* map_aligned(size_t bytes, size_t alignment, int protection, void* hint = nullptr);
+
 // What a cudaMalloc of `size` bytes takes from the device (malloc_pages.cpp): fills `a`'s
 // own_bytes and shared page, charging them; and gives it back. Both require the lock.
 cudaError_t take_malloc_memory(State& s, int device, size_t size, Allocation* a);

@@ -195,19 +195,11 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
       (alignment & (alignment - 1)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const size_t align = std::max(alignment, kVmmGranularity);
-  // Over-reserve, then trim to the alignment. The address hint is only a hint, as in CUDA.
-  if (size > SIZE_MAX - align) return CUDA_ERROR_OUT_OF_MEMORY;
-  const size_t span = size + align;
-  void* raw = mmap(reinterpret_cast<void*>(addr), span, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // The address hint is only a hint, as in CUDA.
+  void* raw = map_aligned(size, std::max(alignment, kVmmGranularity), PROT_NONE,
+                          reinterpret_cast<void*>(addr));
   if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  const auto start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t base = (start + align - 1) / align * align;
-  if (base > start) munmap(raw, base - start);
-  if (base + size < start + span) {
-    munmap(reinterpret_cast<void*>(base + size), start + span - (base + size));
-  }
+  const auto base = reinterpret_cast<uintptr_t>(raw);
   s.reservations[base] = size;
   *ptr = base;
   return CUDA_SUCCESS;
