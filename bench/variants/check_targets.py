@@ -10,7 +10,11 @@ that never refuses and one just above the peak can do worst. With --pages and th
 runs made again under CUDASIM_MALLOC_PAGE=2MiB (cudaMalloc's memory in 2 MiB pages, as
 PyTorch's pull request 17120 describes the driver), it adds a line: the targets under that model.
 
+With --misses-only, the table lists only the traces that miss a target (bench/random_programs.sh,
+hundreds of them).
+
     check_targets.py MIN_CAPACITY_JSON PRESSURE_JSON [TWICE_THE_PEAK_JSON] [--pages MIN PRESSURE]
+                     [--misses-only]
 """
 
 import json
@@ -134,13 +138,16 @@ def summary(misses, means, count):
 
 def main(argv):
     args = list(argv[1:])
+    misses_only = "--misses-only" in args
+    if misses_only:
+        args.remove("--misses-only")
     pages = None
     if "--pages" in args:
         at = args.index("--pages")
         pages = args[at + 1:at + 3]
         del args[at:at + 3]
     if len(args) not in (2, 3) or (pages is not None and len(pages) != 2):
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        print("\n".join(__doc__.strip().splitlines()[-2:]).strip(), file=sys.stderr)
         return 2
     try:
         with open(args[0]) as f:
@@ -165,7 +172,7 @@ def main(argv):
     print("| trace | smallest device: cudacache / te / cub / nocache + 4 MiB | held with room: "
           "cudacache (cub) | calls with room, ms: cudacache / te | at 1.02 x, ms: cudacache / te |")
     print("|---|---|---|---|---|")
-    print("\n".join(rows))
+    print("\n".join(row for row in rows if not misses_only or "**missing**" in row))
     print(f"\nSmallest device, geometric mean: cudacache {means['cudacache']:.4f}, "
           f"te {means['pytorch-expandable']:.4f}, cub {means['cub']:.4f}.")
     print(f"Traces missing each target, of {len(rows)}: "

@@ -817,6 +817,23 @@ TEST_F(CudacachePolicy, WithRoomBlocksUnderAGranuleShareTheirPagesCreates) {
   allocator.deallocate(large);
 }
 
+// Past the held limit, such a growth maps a quarter of what the small pool has mapped (2 MiB
+// to 1/1024 of the device: 8 MiB here), not 2 MiB each: a program made mostly of such blocks
+// pays creates that grow geometrically with them, and holds at most a page more than it uses.
+TEST_F(CudacachePolicy, WithRoomPastTheHeldLimitBlocksUnderAGranuleGetPagesThatGrowWithThePool) {
+  ASSERT_EQ(cudasim_set_capacity(0, std::size_t{8} << 30), 0);
+  DeviceAllocator allocator(0, options());
+  const cudasim_call_counts before = sim_calls();
+  std::vector<void*> kept;
+  constexpr std::size_t kBlock = 1536 * 1024;
+  for (int i = 0; i < 64; ++i) kept.push_back(allocator.allocate(kBlock, nullptr));
+  // 2 MiB pages while the pool holds under 12 MiB, then 4 and 6, then 8 MiB ones: 18 creates
+  // (45 with 2 MiB pages past the limit, one per granule a block lacks).
+  EXPECT_LE(sim_calls().create, before.create + 24);
+  EXPECT_LE(reserved(allocator.stats()), static_cast<std::int64_t>(64 * kBlock + 8 * kMiB));
+  for (void* block : kept) allocator.deallocate(block);
+}
+
 // Without room, such a growth creates the large pool's pages (Note [Pages shrink as the device
 // fills]): with 2 GiB of an 8 GiB device left, 8 MiB (1/1024 of the device), not 2 MiB.
 TEST_F(CudacachePolicy, WithoutRoomBlocksUnderAGranuleGetTheLargePoolsPages) {

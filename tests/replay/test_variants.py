@@ -23,6 +23,7 @@ def module(name):
 
 make_variants = module("make_variants")
 check_targets = module("check_targets")
+random_programs = module("random_programs")
 
 
 def replayable(rows):
@@ -507,6 +508,55 @@ class Targets(unittest.TestCase):
             run = subprocess.run(script + [files["min"], files["pressure"], "--pages",
                                            files["pages-min"]], capture_output=True, text=True)
             self.assertEqual(run.returncode, 2)
+
+    def test_misses_only_lists_only_the_traces_that_miss(self):
+        with tempfile.TemporaryDirectory() as folder:
+            script = [sys.executable, VARIANTS / "check_targets.py"]
+            for cudacache_min, listed in ((1002 << 20, False), (1020 << 20, True)):
+                minimum, pressure = runs(cudacache_min)
+                paths = [pathlib.Path(folder, "min.json"), pathlib.Path(folder, "pressure.json")]
+                paths[0].write_text(json.dumps(minimum))
+                paths[1].write_text(json.dumps(pressure))
+                run = subprocess.run(script + paths + ["--misses-only"], capture_output=True,
+                                     text=True)
+                self.assertEqual(run.returncode, 0, run.stderr)
+                self.assertEqual("| `t` |" in run.stdout, listed, run.stdout)
+                self.assertIn("Traces missing each target, of 1", run.stdout)
+
+
+class RandomPrograms(unittest.TestCase):
+    def test_a_seed_gives_one_replayable_program(self):
+        for seed in range(12):
+            rows = random_programs.program(seed)
+            self.assertEqual(rows, random_programs.program(seed))
+            self.assertTrue(replayable(rows), seed)
+            self.assertTrue(all(size >= 1 and stream == 0 for _, _, size, stream in rows))
+        self.assertNotEqual(random_programs.program(0), random_programs.program(1))
+
+    def test_programs_range_from_megabytes_to_gigabytes(self):
+        peaks = []
+        for seed in range(40):
+            live = peak = 0
+            for op, _, size, _ in random_programs.program(seed):
+                live += size if op == "alloc" else -size
+                peak = max(peak, live)
+            peaks.append(peak)
+        self.assertLess(min(peaks), 256 << 20)
+        self.assertGreater(max(peaks), 4 << 30)
+
+    def test_the_command_line_writes_one_csv_per_seed(self):
+        with tempfile.TemporaryDirectory() as folder:
+            script = [sys.executable, VARIANTS / "random_programs.py"]
+            run = subprocess.run(script + ["5", "2", folder], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            names = sorted(p.name for p in pathlib.Path(folder).iterdir())
+            self.assertEqual(names, ["random_005.csv", "random_006.csv"])
+            lines = pathlib.Path(folder, "random_005.csv").read_text().splitlines()
+            self.assertEqual(lines[0], "op,id,size,stream")
+            self.assertEqual(len(lines) - 1, len(random_programs.program(5)))
+            run = subprocess.run(script + ["x", "2", folder], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("random_programs.py FIRST_SEED COUNT OUT_DIR", run.stderr)
 
 
 if __name__ == "__main__":

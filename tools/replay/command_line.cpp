@@ -338,6 +338,11 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   if (allocators) {
     line.allocators = split_allocator_list(*allocators);
     for (const std::string& name : line.allocators) {
+      // Refused whether or not PyTorch is installed (its check below runs python3).
+      if (line.check_contents && is_torch_allocator(name)) {
+        throw UsageError("--check-contents checks the in-process allocators; " + name +
+                         " replays in a PyTorch process");
+      }
       try {
         validate_allocator_name(name);
       } catch (const std::invalid_argument& error) {
@@ -377,14 +382,6 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     throw UsageError("'-' (stdin) can be given only once as a TRACE");
   }
   if (line.allocators.empty()) line.allocators = default_allocator_names();
-  if (line.check_contents) {
-    for (const std::string& name : line.allocators) {
-      if (is_torch_allocator(name)) {
-        throw UsageError("--check-contents checks the in-process allocators; " + name +
-                         " replays in a PyTorch process");
-      }
-    }
-  }
   if (line.capacity_bytes && line.capacity_factor) {
     throw UsageError("--capacity and --capacity-factor exclude each other");
   }
