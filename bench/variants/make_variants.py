@@ -123,6 +123,12 @@ class MadeUpTrace:
             self.free(*[self.alloc(p[1]) for p in params[first:first + group]])
         return states
 
+    def free_trained(self, states, params):
+        """The end of training: the optimizer's states (pairs), then the parameters."""
+        for state in states:
+            self.free(*state)
+        self.free(*params)
+
 
 def kv_cache_decode(layers=24, steps=400, requests=3, token_bytes=2 * 4096 * 2 * 8, prompt=128,
                     kept_scores=0):
@@ -305,9 +311,7 @@ def variable_length_training(layers=12, hidden=768, heads=12, vocab=50257, batch
         adam = trace.adamw_step(params, adam, 24)
         free(*grads)
         grads = [None] * len(params)
-    for state in adam:
-        free(*state)
-    free(*params)
+    trace.free_trained(adam, params)
     return trace.rows
 
 
@@ -415,9 +419,7 @@ def moe_training(layers=8, hidden=1024, experts=8, ffn=4096, tokens=8192, vocab=
         if adam is None:
             adam = [(alloc(p[1]), alloc(p[1])) for p in params]
         free(*grads)
-    for state in adam:
-        free(*state)
-    free(*params)
+    trace.free_trained(adam, params)
     return trace.rows
 
 
@@ -522,9 +524,7 @@ def sharded_training(layers=24, hidden=2048, ranks=8, batch=2, seq=2048, vocab=3
         adam = trace.adamw_step(masters + [embedding], adam, 1)  # one shard at a time
         free(*grads)
         grads = [None] * layers
-    for state in adam:
-        free(*state)
-    free(embedding, *masters)
+    trace.free_trained(adam, [embedding, *masters])
     return trace.rows
 
 
@@ -598,9 +598,7 @@ def checkpointed_training(layers=24, hidden=2560, batch=2, seq=4096, vocab=32000
         adam = trace.adamw_step(params, adam, 16)
         free(*grads)
         grads = [None] * len(params)
-    for state in adam:
-        free(*state)
-    free(*params)
+    trace.free_trained(adam, params)
     return trace.rows
 
 
