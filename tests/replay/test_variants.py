@@ -558,6 +558,15 @@ class RandomPrograms(unittest.TestCase):
             self.assertEqual(run.returncode, 2)
             self.assertIn("random_programs.py FIRST_SEED COUNT OUT_DIR", run.stderr)
 
+    def test_the_script_refuses_a_count_or_seed_that_is_not_a_whole_number(self):
+        # Refused before anything is built or replayed.
+        script = REPO / "bench" / "random_programs.sh"
+        for args in (["x"], ["0"], ["5", "-1"], ["2.5"]):
+            run = subprocess.run(["bash", script, *args], capture_output=True, text=True,
+                                 timeout=30)
+            self.assertEqual(run.returncode, 2, args)
+            self.assertIn("usage: bench/random_programs.sh [COUNT] [FIRST_SEED]", run.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
