@@ -296,9 +296,13 @@ void DeviceAllocator::release_cached_blocks(bool keep_pages) {
     release_pages(*backend_, kept);
     throw;
   }
+  std::size_t kept_bytes = 0;
   for (const Page& page : kept) {
     (page.size <= kSmallPage || page.exclusive ? moved_pages_ : released).push_back(page);
+    kept_bytes += page.size;
   }
+  for (const Page& page : released) kept_bytes -= page.size;
+  log_moved(kept.size() - released.size(), kept_bytes, "the out-of-memory ladder");
   release_pages(*backend_, released);
 }
 void DeviceAllocator::process_events() {

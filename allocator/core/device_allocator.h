@@ -215,7 +215,16 @@ class DeviceAllocator {
   // over go back to the device first); false when the device is full (*pages has what was
   // found).
   bool take_pages(std::size_t need, std::size_t limit, std::size_t page_size, std::size_t whole,
-                  std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
+                  std::vector<Page>* pages, const char* reason) CUDACACHE_REQUIRES(mutex_);
+  // Creates pages of `page_size` for `bytes`, appended to *pages: false when the device is full
+  // (its last reading is then stale); any other CUDA error gives *pages back to the device and
+  // throws. What is created is logged at trace level with `reason` (Note [Why pages are
+  // created] in policy_cudacache.cpp).
+  bool create_growth_pages(std::size_t bytes, std::size_t page_size, std::vector<Page>* pages,
+                           const char* reason) CUDACACHE_REQUIRES(mutex_);
+  // The trace log line of pages[first..] just created, or of `count` pages of `bytes` moved.
+  void log_created(const std::vector<Page>& pages, std::size_t first, const char* reason) const;
+  void log_moved(std::size_t count, std::size_t bytes, const char* reason) const;
   // Pages of one block (pages_of_one_block.cpp, Note [Pages of one block]).
   // A growth without room for a block of at least kOwnPageMinPages pages of the size it would
   // otherwise create maps the granules before the block's end as pages of one block.

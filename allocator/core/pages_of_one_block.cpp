@@ -65,6 +65,7 @@
 #include "device_allocator.h"
 
 #include "error_report.h"
+#include "log.h"
 #include "size_policy.h"
 
 #include <algorithm>
@@ -194,16 +195,7 @@ bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::si
 
 bool DeviceAllocator::create_planned_pages(std::vector<Page>* pages) {
   for (const std::size_t size : planned_pages_) {
-    const cudaError_t error = create_pages(*backend_, size, size, pages);  // one page
-    if (error == cudaErrorMemoryAllocation) {
-      device_reading_.valid = false;  // the device is fuller than the last reading says
-      return false;
-    }
-    if (error != cudaSuccess) {
-      release_pages(*backend_, *pages);
-      pages->clear();
-      report::cuda_error("cuMemCreate", device_, error);
-    }
+    if (!create_growth_pages(size, size, pages, "a page of one block cut")) return false;
     pages->back().exclusive = size > kSmallPage;
   }
   return true;
@@ -267,6 +259,8 @@ bool DeviceAllocator::take_own_pages(std::size_t need, std::size_t whole,
     pages->clear();
     report::cuda_error("cuMemCreate", device_, error);
   }
+  log_created(created_large, 0, "a page of one block");
+  log_created(created_granules, 0, "the end granule of a page of one block");
   pages->insert(pages->end(), created_large.begin(), created_large.end());
   pages->insert(pages->end(), granules.begin(), granules.end());
   pages->insert(pages->end(), created_granules.begin(), created_granules.end());

@@ -321,10 +321,22 @@
 // memory, as PyTorch: on a device of 1.02 x each real trace's peak, 0 to 10 readings per trace
 // (those after a page that could not be created; until 2026-12-05 the assumption was read as
 // soon as it found no room, 2 to 11, and before the doubling lifetime up to 48).
+//
+// Note [Why pages are created]: every page this policy creates, and every page it moves, is one
+// trace-level log line (CUDACACHE_LOG_LEVEL=trace) naming the reason: a large-pool growth with
+// or without room, a small-pool growth, a block under a granule, a page of one block and its end
+// granule, a page of one block cut for a smaller block or for a move; moves for a growth with or
+// without room, or for the out-of-memory ladder. bench/replay/calls_by_reason.py counts them per
+// trace. It shows where the calls near the limit go: on a device of 1.02 x the peak, cuts
+// re-create 2 GiB on `decomfl`'s 1.7 GiB device (99 of its 472 creates) and 3 GiB on `gcn`
+// (101 of 514), whose graphs of changing sizes reuse each freed page of one block with blocks of
+// other sizes every step; on `bert` and `cs336_small` most creates are 2-4 MiB pages of the
+// growths that load the weights (bench/POLICY.md, "Why the creates near the limit").
 #include "device_allocator.h"
 
 #include "device_api.h"
 #include "error_report.h"
+#include "log.h"
 #include "scoped_flag.h"
 #include "size_policy.h"
 
@@ -496,7 +508,9 @@ bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, Addre
     } else if (growth_under_granule_) {
       const auto [need, created_page] =
           under_granule_growth(block, size, room, std::min(block->size, round_up(size, page)));
-      *complete = take_pages(need, block->size, created_page, whole, &pages);
+      *complete = take_pages(
+          need, block->size, created_page, whole, &pages,
+          room ? "a block under a granule, with room" : "a block under a granule, without room");
     } else {
       const bool large_with_room = room && block->segment->pool == PoolKind::kLarge;
       std::size_t need = std::min(block->size, round_up(size, page));
@@ -504,7 +518,11 @@ bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, Addre
       // With room, what the growth maps is created in as few pages as Note [Fewer pages with
       // room] allows.
       const std::size_t created_page = large_with_room ? std::min(need, largest_room_page()) : page;
-      *complete = take_pages(need, block->size, created_page, whole, &pages);
+      const bool large = block->segment->pool == PoolKind::kLarge;
+      *complete = take_pages(need, block->size, created_page, whole, &pages,
+                             !large ? "a small-pool growth"
+                             : room ? "a large-pool growth with room"
+                                    : "a large-pool growth without room");
     }
   }
   if (pages.empty()) return false;
@@ -738,6 +756,11 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
                  moved_pages_.end());
     first = end;
   }
+  if (logger().enabled(Logger::Level::trace)) {
+    std::size_t moved_bytes = 0;
+    for (const Candidate& move : chosen) moved_bytes += move.size;
+    log_moved(chosen.size(), moved_bytes, room ? "a growth with room" : "a growth without room");
+  }
   if (cut) {
     // The moves above may have split the page's block: find it again (its segment stays). The
     // page goes back to the device first, so the two new pages always fit.
@@ -746,9 +769,11 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     if (block == nullptr || !allocatable(block) || !block->mapped) return;
     const std::size_t moved = need - covered;
     if (!cut_own_page(block, cut->address, cut->size, {cut->size - moved})) return;
+    const std::size_t first = moved_pages_.size();
     const cudaError_t error = create_pages(*backend_, moved, moved, &moved_pages_);  // one page
     if (error == cudaSuccess) {
       moved_pages_.back().exclusive = moved > kSmallPage;
+      log_created(moved_pages_, first, "the end of a page of one block, cut for a move");
     } else if (error != cudaErrorMemoryAllocation) {
       report::cuda_error("cuMemCreate", device_, error);
     }
@@ -756,7 +781,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
 }
 
 bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_t page_size,
-                                 std::size_t whole, std::vector<Page>* pages) {
+                                 std::size_t whole, std::vector<Page>* pages, const char* reason) {
   std::size_t covered = 0;
   for (auto it = moved_pages_.begin(); it != moved_pages_.end() && covered < need;) {
     if (covered + it->size > limit || (it->exclusive && covered + it->size > whole)) {
@@ -771,7 +796,13 @@ bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_
   // The pages left cannot serve here: the device gets them back before pages are created.
   release_pages(*backend_, moved_pages_);
   moved_pages_.clear();
-  const cudaError_t error = create_pages(*backend_, need - covered, page_size, pages);
+  return create_growth_pages(need - covered, page_size, pages, reason);
+}
+
+bool DeviceAllocator::create_growth_pages(std::size_t bytes, std::size_t page_size,
+                                          std::vector<Page>* pages, const char* reason) {
+  const std::size_t first = pages->size();
+  const cudaError_t error = create_pages(*backend_, bytes, page_size, pages);
   if (error == cudaErrorMemoryAllocation) {
     device_reading_.valid = false;  // the device is fuller than the last reading says
     return false;
@@ -781,7 +812,24 @@ bool DeviceAllocator::take_pages(std::size_t need, std::size_t limit, std::size_
     pages->clear();
     report::cuda_error("cuMemCreate", device_, error);
   }
+  log_created(*pages, first, reason);
   return true;
+}
+
+void DeviceAllocator::log_created(const std::vector<Page>& pages, std::size_t first,
+                                  const char* reason) const {
+  if (first >= pages.size() || !logger().enabled(Logger::Level::trace)) return;
+  std::size_t bytes = 0;
+  for (std::size_t i = first; i < pages.size(); ++i) bytes += pages[i].size;
+  const std::size_t count = pages.size() - first;
+  logger().trace("device {}: created {} {}, {} bytes, for {}", device_, count,
+                 count == 1 ? "page" : "pages", bytes, reason);
+}
+
+void DeviceAllocator::log_moved(std::size_t count, std::size_t bytes, const char* reason) const {
+  if (count == 0) return;
+  logger().trace("device {}: moved {} {}, {} bytes, for {}", device_, count,
+                 count == 1 ? "page" : "pages", bytes, reason);
 }
 
 }  // namespace cudacache

@@ -2,13 +2,19 @@
 // pages are moved, not created, when the device is full; PyTorch's 20 MiB steps with room (in
 // larger pages on a large device), smaller pages as the device fills (Note [Pages shrink as the
 // device fills]). The behaviours every configuration shares are in conformance_test.cpp.
+#include "log.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,6 +42,64 @@ void leave_free_pages(DeviceAllocator& allocator, cudaStream_t stream, int count
   std::vector<void*> blocks;
   for (int i = 0; i < count; ++i) blocks.push_back(allocator.allocate(6 * kMiB, stream));
   for (void* block : blocks) allocator.deallocate(block);
+}
+
+// Note [Why pages are created]: at trace level the policy logs every page it creates and every
+// page it moves, with the reason; bench/replay/calls_by_reason.py counts them. Every create the
+// device sees is in the log: pages of growths without room, pages of one block and their end
+// granules, a page of one block cut for a smaller block, and the pages moved to a growth.
+TEST_F(CudacachePolicy, TraceLogNamesWhyEachPageIsCreatedOrMoved) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  spdlog::logger& log = spdlog_logger();
+  const spdlog::level::level_enum level = log.level();
+  log.sinks().push_back(sink);
+  log.set_level(spdlog::level::trace);
+  ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);  // no room: 2 MiB pages
+  const ScopedStream other;
+  {
+    DeviceAllocator allocator(0, options());
+    leave_free_pages(allocator, other, 10);                // 30 pages created, then free
+    void* moved = allocator.allocate(60 * kMiB, nullptr);  // those pages, moved
+    allocator.deallocate(moved);
+    allocator.empty_cache();
+    void* own = allocator.allocate(41 * kMiB, nullptr);  // a page of one block, an end granule
+    allocator.deallocate(own);
+    void* cut = allocator.allocate(11 * kMiB, nullptr);  // that page, cut at the block's end
+    allocator.deallocate(cut);
+  }
+  log.sinks().pop_back();
+  log.set_level(level);
+
+  std::map<std::string, std::size_t> created;
+  std::map<std::string, std::size_t> moved;
+  for (const std::string& line : sink->last_formatted()) {
+    const std::size_t at = line.find("device 0: ");
+    if (at == std::string::npos) continue;
+    char kind[16] = {};
+    char noun[8] = {};
+    std::size_t pages = 0;
+    std::size_t bytes = 0;
+    int reason_at = 0;
+    if (std::sscanf(line.c_str() + at, "device 0: %15s %zu %7[a-z], %zu bytes, for %n", kind,
+                    &pages, noun, &bytes, &reason_at) != 4 ||
+        reason_at == 0) {
+      continue;
+    }
+    EXPECT_EQ(std::string(noun), pages == 1 ? "page" : "pages") << line;
+    std::string reason = line.substr(at + static_cast<std::size_t>(reason_at));
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+    EXPECT_GE(bytes, pages * 2 * kMiB) << line;
+    (std::string(kind) == "created" ? created : moved)[reason] += pages;
+  }
+  std::size_t logged = 0;
+  for (const auto& [reason, pages] : created) logged += pages;
+  EXPECT_EQ(logged, static_cast<std::size_t>(sim_calls().create));
+  EXPECT_EQ(created["a large-pool growth without room"], 30u);
+  EXPECT_EQ(moved["a growth without room"], 30u);
+  EXPECT_EQ(created["a page of one block"], 1u);
+  EXPECT_EQ(created["the end granule of a page of one block"], 1u);
+  // The block's whole granules, its end granule and the rest of the page.
+  EXPECT_EQ(created["a page of one block cut"], 3u);
 }
 
 TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
