@@ -34,6 +34,9 @@ def parse_arguments(argv):
     i = 0
     while i < len(argv):
         arg = argv[i]
+        if arg.startswith("--") and "=" in arg:  # --opt=VALUE, as cudacache-replay takes it
+            arg, value = arg.split("=", 1)
+            argv = argv[:i] + [arg, value] + argv[i + 1:]
         if arg in ("--capacity-factor", "--capacity", "--allocator"):
             if i + 1 >= len(argv):
                 sys.exit(f"calls_by_reason.py: {arg} needs a value\n{USAGE}")

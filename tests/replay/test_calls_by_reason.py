@@ -50,6 +50,16 @@ class CallsByReason(unittest.TestCase):
         self.assertIsNotNone(row)
         self.assertEqual(float(row[1]), calls_by_reason.CREATE_US)
 
+    def test_options_take_their_value_after_a_space_or_an_equals_sign(self):
+        for argv in (["--capacity-factor", "1.02", "--allocator", "cudacache:publish_stats:False",
+                      "a.csv", "b.csv"],
+                     ["--capacity-factor=1.02", "--allocator=cudacache:publish_stats:False",
+                      "a.csv", "b.csv"]):
+            with self.subTest(argv=argv):
+                self.assertEqual(calls_by_reason.parse_arguments(argv),
+                                 (["--capacity-factor", "1.02"], "cudacache:publish_stats:False",
+                                  ["a.csv", "b.csv"]))
+
     def test_bad_arguments_are_refused_with_the_problem_named(self):
         for argv, said in ((["--capacity-factor"], "needs a value"),
                            (["--fast", "t.csv"], "unknown option --fast"),
