@@ -103,6 +103,25 @@ std::string SplitSizeLimit::to_string() const {
   return bytes == kUnlimited ? "unlimited" : std::to_string(bytes / kMiB);
 }
 
+std::string PageSizeLimit::parse(std::string_view text) {
+  if (text == "unlimited") {
+    bytes = kUnlimited;
+    return {};
+  }
+  std::size_t megabytes = 0;
+  if (!parse_unsigned(text, &megabytes) || megabytes < 2 || megabytes % 2 != 0 ||
+      megabytes > kLargestMb) {
+    return "an even integer number of MiB (whole 2 MiB granules) from 2 to " +
+           std::to_string(kLargestMb) + ", or 'unlimited'";
+  }
+  bytes = megabytes * kMiB;
+  return {};
+}
+
+std::string PageSizeLimit::to_string() const {
+  return is_set() ? std::to_string(bytes / kMiB) : "unlimited";
+}
+
 std::string RoundupDivisions::parse(std::string_view text) {
   const std::string accepted =
       "a power of two, or a table [MiB:N,...,>:N] with power-of-two MiB boundaries and N 0 or "
@@ -326,6 +345,11 @@ void Options::apply(std::string_view config, RepeatedKeys repeated) {
                    std::string(config) +
                    "\": cudacache's policy always maps driver-VMM pages; PyTorch's expandable "
                    "segments are policy:pytorch,expandable_segments:True");
+  }
+  if (!updated.policy.is_cudacache() && updated.max_page_size_mb.is_set()) {
+    report::config(
+        "max_page_size_mb applies to cudacache's policy only, not policy:pytorch, in \"" +
+        std::string(config) + "\": PyTorch's expandable segments keep their 2 and 20 MiB pages");
   }
   *this = updated;
 }

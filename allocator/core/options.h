@@ -23,6 +23,16 @@ struct SplitSizeLimit {
   std::string to_string() const;
 };
 
+// The largest page cudacache's policy may create (Note [Why pages are created]).
+struct PageSizeLimit {
+  static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+  static constexpr std::size_t kLargestMb = std::size_t{1} << 20;  // 1 TiB
+  std::size_t bytes = kUnlimited;
+  bool is_set() const { return bytes != kUnlimited; }
+  std::string parse(std::string_view text);
+  std::string to_string() const;
+};
+
 struct RoundupDivisions {
   // One entry per power-of-two interval from 1 MiB ([0, 2 MiB) is entry 0) up to 32 GiB and
   // above (entry 15), like PyTorch. 0 and 1 mean plain 512-byte rounding.

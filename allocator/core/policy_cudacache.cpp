@@ -391,11 +391,11 @@ std::size_t DeviceAllocator::growth_page(PoolKind pool, bool room) const {
   // See Note [Pages shrink as the device fills]. device_has_room() has just been asked: its
   // reading is the device's last (invalid only when cudaMemGetInfo failed: no room then).
   if (pool != PoolKind::kLarge || !device_reading_.valid) return kSmallPage;
-  if (room) return page_within(memory_limit(), kRoomPageDivisor);
+  if (room) return std::min(page_within(memory_limit(), kRoomPageDivisor), max_page());
   const std::size_t available = estimated_available();
   const std::size_t page = std::max(page_within(available, kFreePageDivisor),
                                     page_within(memory_limit(), kDevicePageDivisor));
-  return std::min(page, page_within(available, kLeftPageDivisor));
+  return std::min({page, page_within(available, kLeftPageDivisor), max_page()});
 }
 
 std::size_t DeviceAllocator::largest_room_page_within(std::size_t limit) {
@@ -501,8 +501,10 @@ bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, Addre
     // The granules wholly before the block's end (`size` ends the block or runs to the end of
     // this stretch).
     const std::size_t whole = size / kSmallPage * kSmallPage;
-    const std::size_t own =
+    // A page of one block is one page: none larger than max_page_size_mb allows.
+    std::size_t own =
         room || block->segment->pool != PoolKind::kLarge ? 0 : own_page_bytes(size, page);
+    if (own > max_page()) own = 0;
     if (own > 0) {
       *complete = take_own_pages(std::min(block->size, round_up(size, kSmallPage)), own, &pages);
     } else if (growth_under_granule_) {
@@ -558,7 +560,7 @@ std::pair<std::size_t, std::size_t> DeviceAllocator::under_granule_growth(const 
   // 20 MiB), while what is held stays within kHeldPerMille of the most in use; past that, one
   // of 1/kSmallPoolPageShare of what the small pool has mapped, so that its creates grow
   // geometrically with it.
-  const std::size_t largest = page_within(memory_limit(), kDevicePageDivisor);
+  const std::size_t largest = std::min(page_within(memory_limit(), kDevicePageDivisor), max_page());
   const std::size_t ahead = std::min(block->size, round_up(size, largest));
   if (ahead > need && !beyond_held_limit(ahead, size)) return {ahead, ahead};
   const auto small_pool_mapped =

@@ -455,6 +455,7 @@ const std::pair<const char*, const char*> kConfigurations[] = {
     {"CudacachePolicy", ""},  // the default
     {"CudacachePolicyWithHistory", "record_history:1000"},
     {"CudacachePolicyWithMaxSplitAndRoundup", "max_split_size_mb:40,roundup_power2_divisions:4"},
+    {"CudacachePolicyWithGranulePages", "max_page_size_mb:2"},
 };
 
 std::string configuration_name(const ::testing::TestParamInfo<std::string>& param) {

@@ -102,6 +102,62 @@ TEST_F(CudacachePolicy, TraceLogNamesWhyEachPageIsCreatedOrMoved) {
   EXPECT_EQ(created["a page of one block cut"], 3u);
 }
 
+// max_page_size_mb: no page the policy creates is larger, with room or without, for a block
+// under a granule or a large one (whose page of one block it would otherwise get). With 2 every
+// page is one granule; what is held is the same, only the creates change.
+TEST_F(CudacachePolicy, MaxPageSizeBoundsEveryPageItCreates) {
+  const auto run = [&](const char* config, std::size_t capacity, std::size_t limit) {
+    SCOPED_TRACE(std::string(config) + " on " + std::to_string(capacity >> 20) + " MiB");
+    auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1024);
+    spdlog::logger& log = spdlog_logger();
+    const spdlog::level::level_enum level = log.level();
+    log.sinks().push_back(sink);
+    log.set_level(spdlog::level::trace);
+    EXPECT_EQ(cudasim_set_capacity(0, capacity), 0);
+    const cudasim_call_counts before = sim_calls();
+    std::int64_t held = 0;
+    {
+      DeviceAllocator allocator(0, Options(config));
+      std::vector<void*> blocks;
+      for (const std::size_t size : {41 * kMiB, 1536 * std::size_t{1024}, 100 * kMiB, 3 * kMiB}) {
+        blocks.push_back(allocator.allocate(size, nullptr));
+      }
+      EXPECT_EQ(cudaMemset(blocks[2], 7, 100 * kMiB), cudaSuccess);  // mapped, accessible
+      held = reserved(allocator.stats());
+      for (void* block : blocks) allocator.deallocate(block);
+    }
+    log.sinks().pop_back();
+    log.set_level(level);
+    std::size_t logged = 0;
+    for (const std::string& line : sink->last_formatted()) {
+      std::size_t pages = 0;
+      std::size_t bytes = 0;
+      const std::size_t at = line.find("device 0: created ");
+      if (at == std::string::npos ||
+          std::sscanf(line.c_str() + at, "device 0: created %zu %*s %zu bytes", &pages, &bytes) !=
+              2) {
+        continue;
+      }
+      EXPECT_LE(bytes, pages * limit) << line;  // pages of a line are one size, the last smaller
+      logged += pages;
+    }
+    const std::size_t creates = sim_calls().create - before.create;
+    EXPECT_EQ(logged, creates);
+    return std::make_pair(creates, held);
+  };
+  constexpr std::size_t kSmallDevice = 200 * kMiB;             // no room: pages of one block
+  constexpr std::size_t kLargeDevice = std::size_t{16} << 30;  // room: pages of 16 MiB
+  const auto [default_small, held_small] = run("", kSmallDevice, std::size_t{1} << 40);
+  const auto [granules_small, held_granules] = run("max_page_size_mb:2", kSmallDevice, 2 * kMiB);
+  EXPECT_EQ(held_granules, held_small);
+  EXPECT_EQ(granules_small, static_cast<std::size_t>(held_granules) / (2 * kMiB));
+  EXPECT_LT(default_small, granules_small);
+  const auto [default_large, held_large] = run("", kLargeDevice, std::size_t{1} << 40);
+  const auto [four_large, held_four] = run("max_page_size_mb:4", kLargeDevice, 4 * kMiB);
+  EXPECT_LT(default_large, four_large);
+  EXPECT_LE(held_four, held_large);
+}
+
 TEST_F(CudacachePolicy, MovesAnotherStreamsFreePagesInsteadOfCreatingWhenFull) {
   ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);
   const ScopedStream other;
@@ -835,6 +891,38 @@ TEST_F(CudacachePolicy, OutOfMemoryTellsFreeGranulesOfLargerPagesFromGranulesSha
     EXPECT_EQ(message.find("granules"), std::string::npos) << message;
   }
   allocator.deallocate(block);
+}
+
+// max_page_size_mb: free whole granules of a 4 MiB page that also holds a live block cannot
+// move, and the out-of-memory message says that pages of one granule would have freed them;
+// with max_page_size_mb:2 the same program fits, the freed granule moved to the request.
+TEST_F(CudacachePolicy, OutOfMemorySuggestsPagesOfOneGranuleWhereLargerPagesHoldFreeGranules) {
+  for (const char* config : {"", "max_page_size_mb:2"}) {
+    SCOPED_TRACE(config);
+    const bool granules = std::string(config) == "max_page_size_mb:2";
+    ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);  // room: pages of 4 MiB by default
+    DeviceAllocator allocator(0, Options(config));
+    void* a = allocator.allocate(3 * kMiB, nullptr);  // [0, 3) in the page [0, 4)
+    void* b = allocator.allocate(4 * kMiB, nullptr);  // [3, 7): ends the page, starts the next
+    allocator.deallocate(a);                          // [0, 2) free and whole; [2, 3) beside b
+    void* c = nullptr;
+    try {
+      c = allocator.allocate(2042 * kMiB, nullptr);  // the device has 2040 MiB left
+      EXPECT_TRUE(granules) << "expected an out-of-memory error";
+    } catch (const OutOfMemoryError& error) {
+      EXPECT_FALSE(granules) << error.what();
+      EXPECT_EQ(error.report().free_in_partial_pages_bytes, 4 * kMiB);
+      EXPECT_EQ(error.report().free_beside_in_use_bytes, 2 * kMiB);
+      const std::string message = error.what();
+      EXPECT_NE(message.find("2.00 MiB of the free memory lies in whole 2 MiB granules of larger "
+                             "pages: with CUDACACHE_CONF=max_page_size_mb:2 every page is one "
+                             "granule"),
+                std::string::npos)
+          << message;
+    }
+    if (c != nullptr) allocator.deallocate(c);
+    allocator.deallocate(b);
+  }
 }
 
 // Note [Blocks under a granule]: a block of more than 1 MiB but under 2 MiB comes from the small

@@ -163,6 +163,40 @@ TEST(Options, UnknownKeyIsNamedWithValidKeys) {
   expect_lists_keys(message);
 }
 
+// max_page_size_mb (Note [Why pages are created]): whole 2 MiB granules or 'unlimited', for
+// cudacache's policy only; it prints back as it was given.
+TEST(Options, MaxPageSizeIsWholeGranulesForCudacachesPolicyOnly) {
+  EXPECT_FALSE(Options().max_page_size_mb.is_set());
+  EXPECT_EQ(Options("max_page_size_mb:2").max_page_size_mb.bytes, std::size_t{2} << 20);
+  EXPECT_EQ(Options("max_page_size_mb:1048576").max_page_size_mb.bytes, std::size_t{1} << 40);
+  EXPECT_FALSE(Options("max_page_size_mb:unlimited").max_page_size_mb.is_set());
+  const std::string printed = Options("max_page_size_mb:6").to_config_string();
+  EXPECT_NE(printed.find("max_page_size_mb:6"), std::string::npos) << printed;
+  EXPECT_EQ(Options(printed).max_page_size_mb.bytes, std::size_t{6} << 20);
+  EXPECT_NE(Options().to_config_string().find("max_page_size_mb:unlimited"), std::string::npos);
+  for (const char* config :
+       {"max_page_size_mb:0", "max_page_size_mb:1", "max_page_size_mb:3", "max_page_size_mb:-2",
+        "max_page_size_mb:2.0", "max_page_size_mb:1048578",
+        "max_page_size_mb:", "max_page_size_mb:4MiB"}) {
+    const std::string message = config_error(config);
+    EXPECT_NE(message.find("for max_page_size_mb: expected an even integer number of MiB"),
+              std::string::npos)
+        << config << ": " << message;
+  }
+  // PyTorch's policies keep their pages: the option is refused there, however it is combined.
+  for (const char* config :
+       {"policy:pytorch,max_page_size_mb:4", "expandable_segments:True,max_page_size_mb:4"}) {
+    const std::string message = config_error(config);
+    EXPECT_NE(message.find("max_page_size_mb applies to cudacache's policy only"),
+              std::string::npos)
+        << config << ": " << message;
+  }
+  Options pytorch("policy:pytorch");
+  EXPECT_THROW(pytorch.apply("max_page_size_mb:4"), Error);
+  EXPECT_FALSE(pytorch.max_page_size_mb.is_set());  // unchanged by the refused string
+  EXPECT_NO_THROW(Options("policy:pytorch,max_page_size_mb:unlimited"));
+}
+
 TEST(Options, TheLargestSplitSizeIsAPositiveStat) {
   const Options options("max_split_size_mb:8796093022207");
   EXPECT_EQ(options.max_split_size(), std::size_t{8796093022207} << 20);

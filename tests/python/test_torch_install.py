@@ -502,6 +502,7 @@ class PyTorchAllocConfPlanTest(unittest.TestCase):
     def test_errors_name_the_key(self):
         for value, expected in (("max_split_size_mb:128,bogus:1", "unknown key 'bogus'"),
                                 ("record_history:10", "'record_history' is a cudacache option"),
+                                ("max_page_size_mb:2", "'max_page_size_mb' is a cudacache option"),
                                 ("max_split_size_mb", "malformed entry 'max_split_size_mb'"),
                                 ("backend:other", "unknown backend 'other'")):
             with self.subTest(value=value):

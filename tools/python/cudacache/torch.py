@@ -128,7 +128,8 @@ PYTORCH_CONF_NOT_HONOURED = {
 PYTORCH_CONF_KEYS = (PYTORCH_CONF_PASSED + PYTORCH_CONF_HOST + tuple(PYTORCH_CONF_NOT_HONOURED)
                      + ("backend",))
 # cudacache's own options that PyTorch does not know (PyTorch rejects them in its variable).
-CUDACACHE_ONLY_KEYS = ("policy", "record_history", "record_stacks", "detect_growth")
+CUDACACHE_ONLY_KEYS = ("policy", "record_history", "record_stacks", "detect_growth",
+                       "max_page_size_mb")
 
 
 _lock = threading.RLock()
