@@ -313,11 +313,11 @@ class DeviceAllocator {
   // The size of the pages a growth in `pool` creates, with room or without (Note [Pages shrink
   // as the device fills]).
   std::size_t growth_page(PoolKind pool, bool room) const CUDACACHE_REQUIRES(mutex_);
+  // The largest page this policy may create (max_page_size_mb; SIZE_MAX when unlimited).
+  std::size_t max_page() const { return options_.max_page_size_mb.bytes; }
   // The largest page a growth in the large pool creates with room, and so the largest page that
   // may hold a block and free memory beside it (Note [Fewer pages with room]): worked out by
   // largest_room_page_within() when the memory limit changes, kept for the cache hits that ask.
-  // The largest page this policy may create (max_page_size_mb; SIZE_MAX when unlimited).
-  std::size_t max_page() const { return options_.max_page_size_mb.bytes; }
   std::size_t largest_room_page() const CUDACACHE_REQUIRES(mutex_) {
     const std::size_t limit = memory_limit();
     if (limit != room_page_limit_) {
