@@ -296,13 +296,11 @@ void DeviceAllocator::release_cached_blocks(bool keep_pages) {
     release_pages(*backend_, kept);
     throw;
   }
-  std::size_t kept_bytes = 0;
+  const std::size_t first_moved = moved_pages_.size();
   for (const Page& page : kept) {
     (page.size <= kSmallPage || page.exclusive ? moved_pages_ : released).push_back(page);
-    kept_bytes += page.size;
   }
-  for (const Page& page : released) kept_bytes -= page.size;
-  log_moved(kept.size() - released.size(), kept_bytes, "the out-of-memory ladder");
+  log_pages("moved", moved_pages_, first_moved, "the out-of-memory ladder");
   release_pages(*backend_, released);
 }
 void DeviceAllocator::process_events() {

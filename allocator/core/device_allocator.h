@@ -222,9 +222,10 @@ class DeviceAllocator {
   // created] in policy_cudacache.cpp).
   bool create_growth_pages(std::size_t bytes, std::size_t page_size, std::vector<Page>* pages,
                            const char* reason) CUDACACHE_REQUIRES(mutex_);
-  // The trace log line of pages[first..] just created, or of `count` pages of `bytes` moved.
-  void log_created(const std::vector<Page>& pages, std::size_t first, const char* reason) const;
-  void log_moved(std::size_t count, std::size_t bytes, const char* reason) const;
+  // The trace log line of pages[first..], just `created` or `moved` for `reason` (Note [Why
+  // pages are created]); nothing while the log is below trace level.
+  void log_pages(const char* done, const std::vector<Page>& pages, std::size_t first,
+                 const char* reason) const;
   // Pages of one block (pages_of_one_block.cpp, Note [Pages of one block]).
   // A growth without room for a block of at least kOwnPageMinPages pages of the size it would
   // otherwise create maps the granules before the block's end as pages of one block.

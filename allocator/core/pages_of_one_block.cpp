@@ -259,8 +259,8 @@ bool DeviceAllocator::take_own_pages(std::size_t need, std::size_t whole,
     pages->clear();
     report::cuda_error("cuMemCreate", device_, error);
   }
-  log_created(created_large, 0, "a page of one block");
-  log_created(created_granules, 0, "the end granule of a page of one block");
+  log_pages("created", created_large, 0, "a page of one block");
+  log_pages("created", created_granules, 0, "the end granule of a page of one block");
   pages->insert(pages->end(), created_large.begin(), created_large.end());
   pages->insert(pages->end(), granules.begin(), granules.end());
   pages->insert(pages->end(), created_granules.begin(), created_granules.end());

@@ -738,6 +738,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
       synchronized.push_back(stream);
     }
   }
+  const std::size_t first_moved = moved_pages_.size();
   // Adjacent pages of one block are unmapped in one go (one split of the block, one history
   // event; still one cuMemUnmap per page), and kept last page first as if one by one.
   for (std::size_t first = 0; first < chosen.size();) {
@@ -758,11 +759,8 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
                  moved_pages_.end());
     first = end;
   }
-  if (logger().enabled(Logger::Level::trace)) {
-    std::size_t moved_bytes = 0;
-    for (const Candidate& move : chosen) moved_bytes += move.size;
-    log_moved(chosen.size(), moved_bytes, room ? "a growth with room" : "a growth without room");
-  }
+  log_pages("moved", moved_pages_, first_moved,
+            room ? "a growth with room" : "a growth without room");
   if (cut) {
     // The moves above may have split the page's block: find it again (its segment stays). The
     // page goes back to the device first, so the two new pages always fit.
@@ -775,7 +773,7 @@ void DeviceAllocator::gather_pages(Block* candidate, std::size_t size) {
     const cudaError_t error = create_pages(*backend_, moved, moved, &moved_pages_);  // one page
     if (error == cudaSuccess) {
       moved_pages_.back().exclusive = moved > kSmallPage;
-      log_created(moved_pages_, first, "the end of a page of one block, cut for a move");
+      log_pages("created", moved_pages_, first, "the end of a page of one block, cut for a move");
     } else if (error != cudaErrorMemoryAllocation) {
       report::cuda_error("cuMemCreate", device_, error);
     }
@@ -814,23 +812,17 @@ bool DeviceAllocator::create_growth_pages(std::size_t bytes, std::size_t page_si
     pages->clear();
     report::cuda_error("cuMemCreate", device_, error);
   }
-  log_created(*pages, first, reason);
+  log_pages("created", *pages, first, reason);
   return true;
 }
 
-void DeviceAllocator::log_created(const std::vector<Page>& pages, std::size_t first,
-                                  const char* reason) const {
+void DeviceAllocator::log_pages(const char* done, const std::vector<Page>& pages, std::size_t first,
+                                const char* reason) const {
   if (first >= pages.size() || !logger().enabled(Logger::Level::trace)) return;
   std::size_t bytes = 0;
   for (std::size_t i = first; i < pages.size(); ++i) bytes += pages[i].size;
   const std::size_t count = pages.size() - first;
-  logger().trace("device {}: created {} {}, {} bytes, for {}", device_, count,
-                 count == 1 ? "page" : "pages", bytes, reason);
-}
-
-void DeviceAllocator::log_moved(std::size_t count, std::size_t bytes, const char* reason) const {
-  if (count == 0) return;
-  logger().trace("device {}: moved {} {}, {} bytes, for {}", device_, count,
+  logger().trace("device {}: {} {} {}, {} bytes, for {}", device_, done, count,
                  count == 1 ? "page" : "pages", bytes, reason);
 }
 

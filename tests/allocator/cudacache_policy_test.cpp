@@ -2,19 +2,16 @@
 // pages are moved, not created, when the device is full; PyTorch's 20 MiB steps with room (in
 // larger pages on a large device), smaller pages as the device fills (Note [Pages shrink as the
 // device fills]). The behaviours every configuration shares are in conformance_test.cpp.
-#include "log.h"
+#include "captured_log.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -24,6 +21,7 @@
 namespace cudacache {
 namespace {
 
+using testing::CapturedLog;
 using testing::HeldStream;
 using testing::reserved;
 using testing::ScopedStream;
@@ -48,15 +46,41 @@ void leave_free_pages(DeviceAllocator& allocator, cudaStream_t stream, int count
 // page it moves, with the reason; bench/replay/calls_by_reason.py counts them. Every create the
 // device sees is in the log: pages of growths without room, pages of one block and their end
 // granules, a page of one block cut for a smaller block, and the pages moved to a growth.
+// One trace line of Note [Why pages are created]: "device 0: created 3 pages, 6291456 bytes,
+// for <reason>" (or "moved"), from the line's text on; nullopt for any other line.
+struct PageLine {
+  std::string done;  // created or moved
+  std::size_t pages = 0;
+  std::size_t bytes = 0;
+  std::string reason;
+};
+std::optional<PageLine> page_line(const std::string& line) {
+  const std::size_t at = line.find("device 0: ");
+  if (at == std::string::npos) return std::nullopt;
+  char done[16] = {};
+  char noun[8] = {};
+  PageLine parsed;
+  int reason_at = 0;
+  if (std::sscanf(line.c_str() + at, "device 0: %15s %zu %7[a-z], %zu bytes, for %n", done,
+                  &parsed.pages, noun, &parsed.bytes, &reason_at) != 4 ||
+      reason_at == 0) {
+    return std::nullopt;
+  }
+  EXPECT_EQ(std::string(noun), parsed.pages == 1 ? "page" : "pages") << line;
+  parsed.done = done;
+  parsed.reason = line.substr(at + static_cast<std::size_t>(reason_at));
+  while (!parsed.reason.empty() && (parsed.reason.back() == '\n' || parsed.reason.back() == '\r')) {
+    parsed.reason.pop_back();
+  }
+  return parsed;
+}
+
 TEST_F(CudacachePolicy, TraceLogNamesWhyEachPageIsCreatedOrMoved) {
-  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
-  spdlog::logger& log = spdlog_logger();
-  const spdlog::level::level_enum level = log.level();
-  log.sinks().push_back(sink);
-  log.set_level(spdlog::level::trace);
+  std::vector<std::string> lines;
   ASSERT_EQ(cudasim_set_capacity(0, 100 * kMiB), 0);  // no room: 2 MiB pages
   const ScopedStream other;
   {
+    const CapturedLog log(spdlog::level::trace, 256);
     DeviceAllocator allocator(0, options());
     leave_free_pages(allocator, other, 10);                // 30 pages created, then free
     void* moved = allocator.allocate(60 * kMiB, nullptr);  // those pages, moved
@@ -66,30 +90,16 @@ TEST_F(CudacachePolicy, TraceLogNamesWhyEachPageIsCreatedOrMoved) {
     allocator.deallocate(own);
     void* cut = allocator.allocate(11 * kMiB, nullptr);  // that page, cut at the block's end
     allocator.deallocate(cut);
+    lines = log.lines();
   }
-  log.sinks().pop_back();
-  log.set_level(level);
 
   std::map<std::string, std::size_t> created;
   std::map<std::string, std::size_t> moved;
-  for (const std::string& line : sink->last_formatted()) {
-    const std::size_t at = line.find("device 0: ");
-    if (at == std::string::npos) continue;
-    char kind[16] = {};
-    char noun[8] = {};
-    std::size_t pages = 0;
-    std::size_t bytes = 0;
-    int reason_at = 0;
-    if (std::sscanf(line.c_str() + at, "device 0: %15s %zu %7[a-z], %zu bytes, for %n", kind,
-                    &pages, noun, &bytes, &reason_at) != 4 ||
-        reason_at == 0) {
-      continue;
-    }
-    EXPECT_EQ(std::string(noun), pages == 1 ? "page" : "pages") << line;
-    std::string reason = line.substr(at + static_cast<std::size_t>(reason_at));
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
-    EXPECT_GE(bytes, pages * 2 * kMiB) << line;
-    (std::string(kind) == "created" ? created : moved)[reason] += pages;
+  for (const std::string& line : lines) {
+    const std::optional<PageLine> parsed = page_line(line);
+    if (!parsed) continue;
+    EXPECT_GE(parsed->bytes, parsed->pages * 2 * kMiB) << line;
+    (parsed->done == "created" ? created : moved)[parsed->reason] += parsed->pages;
   }
   std::size_t logged = 0;
   for (const auto& [reason, pages] : created) logged += pages;
@@ -108,15 +118,12 @@ TEST_F(CudacachePolicy, TraceLogNamesWhyEachPageIsCreatedOrMoved) {
 TEST_F(CudacachePolicy, MaxPageSizeBoundsEveryPageItCreates) {
   const auto run = [&](const char* config, std::size_t capacity, std::size_t limit) {
     SCOPED_TRACE(std::string(config) + " on " + std::to_string(capacity >> 20) + " MiB");
-    auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1024);
-    spdlog::logger& log = spdlog_logger();
-    const spdlog::level::level_enum level = log.level();
-    log.sinks().push_back(sink);
-    log.set_level(spdlog::level::trace);
     EXPECT_EQ(cudasim_set_capacity(0, capacity), 0);
     const cudasim_call_counts before = sim_calls();
     std::int64_t held = 0;
+    std::vector<std::string> lines;
     {
+      const CapturedLog log(spdlog::level::trace, 1024);
       DeviceAllocator allocator(0, Options(config));
       std::vector<void*> blocks;
       for (const std::size_t size : {41 * kMiB, 1536 * std::size_t{1024}, 100 * kMiB, 3 * kMiB}) {
@@ -125,21 +132,15 @@ TEST_F(CudacachePolicy, MaxPageSizeBoundsEveryPageItCreates) {
       EXPECT_EQ(cudaMemset(blocks[2], 7, 100 * kMiB), cudaSuccess);  // mapped, accessible
       held = reserved(allocator.stats());
       for (void* block : blocks) allocator.deallocate(block);
+      lines = log.lines();
     }
-    log.sinks().pop_back();
-    log.set_level(level);
     std::size_t logged = 0;
-    for (const std::string& line : sink->last_formatted()) {
-      std::size_t pages = 0;
-      std::size_t bytes = 0;
-      const std::size_t at = line.find("device 0: created ");
-      if (at == std::string::npos ||
-          std::sscanf(line.c_str() + at, "device 0: created %zu %*s %zu bytes", &pages, &bytes) !=
-              2) {
-        continue;
-      }
-      EXPECT_LE(bytes, pages * limit) << line;  // pages of a line are one size, the last smaller
-      logged += pages;
+    for (const std::string& line : lines) {
+      const std::optional<PageLine> parsed = page_line(line);
+      if (!parsed || parsed->done != "created") continue;
+      // The pages of a line are one size, the last smaller.
+      EXPECT_LE(parsed->bytes, parsed->pages * limit) << line;
+      logged += parsed->pages;
     }
     const std::size_t creates = sim_calls().create - before.create;
     EXPECT_EQ(logged, creates);

@@ -1,18 +1,16 @@
 // record_stream: a block freed while another stream still uses it is reused only after that
 // stream's work completes. cudasim_hold_stream makes "still running" deterministic.
-#include "log.h"
+#include "captured_log.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 
-#include <memory>
 #include <optional>
 
 namespace cudacache {
 namespace {
 
+using testing::CapturedLog;
 using testing::HeldStream;
 using testing::ScopedStream;
 
@@ -165,33 +163,25 @@ TEST_F(StreamEventsTest, AFailedEventQueryKeepsTheBlockPending) {
 // question is not an error. record_stream_if_owned answers without logging; record_stream of a
 // pointer nobody owns is one logged UNKNOWN_POINTER error.
 TEST_F(StreamEventsTest, OwnershipQueryIsNotAnError) {
-  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
-  spdlog::logger& log = spdlog_logger();
-  const spdlog::level::level_enum level = log.level();
-  log.sinks().push_back(sink);
-  log.set_level(spdlog::level::err);
-
+  const CapturedLog log(spdlog::level::err, 16);
   DeviceAllocator allocator(0, Options{});
   void* owned = allocator.allocate(4096, compute_);
   int foreign = 0;
   EXPECT_FALSE(allocator.record_stream_if_owned(&foreign, copy_));
   EXPECT_TRUE(allocator.record_stream_if_owned(owned, copy_));
-  EXPECT_TRUE(sink->last_formatted().empty());
+  EXPECT_TRUE(log.lines().empty());
   try {
     allocator.record_stream(&foreign, copy_);
     ADD_FAILURE() << "record_stream of a foreign pointer did not throw";
   } catch (const Error& error) {
     EXPECT_EQ(error.status(), CUDACACHE_UNKNOWN_POINTER);
   }
-  EXPECT_EQ(sink->last_formatted().size(), 1u);
+  EXPECT_EQ(log.lines().size(), 1u);
   // The recorded use is real: the block waits for copy_ after the free.
   HeldStream held(copy_);
   allocator.deallocate(owned);
   EXPECT_EQ(allocator.stats().active[kAllPools].current, 1);
   ASSERT_EQ(held.release(), 0);
-
-  log.sinks().pop_back();
-  log.set_level(level);
 }
 
 }  // namespace
