@@ -7,7 +7,8 @@
 #      (tests/gpu/vmm_checks.cpp: median microseconds, what cudaMalloc takes and which of
 #      cudasim's two models of it this GPU matches, expandable segments under a cap, and the
 #      default policy filling the whole device beside memory it does not know of);
-#   3b. the synthetic workload replayed under every in-process allocator with every block
+#   3b. the synthetic workload replayed under every in-process allocator (and cudacache with
+#       max_page_size_mb:2) with every block
 #      stamped and read back (cudacache-replay --real-gpu --check-contents);
 #   4. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
 #      libcudacache_preload.so under unmodified programs on NVIDIA's runtime and driver; the
@@ -92,10 +93,11 @@ step "replays with every block checked on the GPU (cudacache-replay --real-gpu -
 # Note [Checked contents]: every block of the synthetic workload stamped through cudaMemcpy and
 # read back under each in-process allocator, on NVIDIA's runtime and driver (VMM pages included).
 timeout "$(seconds 20 $RESERVE)" "$build/tools/replay/cudacache-replay" --real-gpu \
-  --check-contents --allocators cudacache,pytorch,pytorch-expandable,cub,nocache \
+  --check-contents \
+  --allocators cudacache,cudacache:max_page_size_mb:2,pytorch,pytorch-expandable,cub,nocache \
   --synthetic layers:4,hidden:512,heads:8,seq:256,batch:4,vocab:8000,steps:2 \
   | tee "$results/check-contents.txt" || fail "replays with --check-contents"
-[[ $(grep -c ': contents checked, ' "$results/check-contents.txt") == 5 ]] \
+[[ $(grep -c ': contents checked, ' "$results/check-contents.txt") == 6 ]] \
   || fail "replays with --check-contents: not every allocator was checked"
 
 step "preload (libcudacache_preload.so on NVIDIA's runtime)"
