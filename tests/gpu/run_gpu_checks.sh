@@ -8,8 +8,8 @@
 #      cudasim's two models of it this GPU matches, expandable segments under a cap, and the
 #      default policy filling the whole device beside memory it does not know of);
 #   3b. the synthetic workload replayed under every in-process allocator (and cudacache with
-#       max_page_size_mb:2) with every block
-#      stamped and read back (cudacache-replay --real-gpu --check-contents);
+#      max_page_size_mb:2) with every block stamped and read back (cudacache-replay --real-gpu
+#      --check-contents);
 #   4. preload: the automated checks of tests/gpu/PRELOAD_CHECKS.md (tests/gpu/preload_checks.sh:
 #      libcudacache_preload.so under unmodified programs on NVIDIA's runtime and driver; the
 #      programs are compiled while CTest runs, as the GPU build does not define them);
