@@ -17,9 +17,12 @@
 #      in its own process, and print them side by side with a summary table last (the
 #      preload verdicts at its end).
 #
-# Needs: an NVIDIA GPU and driver, the CUDA 13 toolkit in /usr/local/cuda, the build
-# dependencies (tools/install-deps.sh), and a python3 with PyTorch 2.1+ built for CUDA 13
-# (pip's torch). Usage: tests/gpu/run_gpu_checks.sh [build-dir]   (default: build/gpu)
+# Needs: an NVIDIA GPU and driver, the CUDA 13 toolkit (/usr/local/cuda, or $CUDACXX, or the
+# nvcc on PATH), CMake, ninja, a C++20 compiler, the build dependencies (tools/install-deps.sh's
+# packages, or on a machine without a package registry the .deb files of
+# tests/gpu/fetch_build_deps.sh in .gpu-deps or $CUDACACHE_BUILD_DEPS), and a python3 with
+# PyTorch 2.1+ built for CUDA 13 (pip's torch).
+# Usage: tests/gpu/run_gpu_checks.sh [build-dir]   (default: build/gpu)
 # Exit status: 0 when every step passed and every scenario and preload verdict is "ok" (or a
 # preload check SKIPPED for want of a PyTorch for CUDA 13).
 set -euo pipefail
@@ -59,13 +62,30 @@ if [[ ! $capability =~ ^[0-9]+$ ]]; then
 fi
 echo "compute capability: $capability"
 
-step "configure and build ($build, CMAKE_CUDA_ARCHITECTURES=$capability)"
-timeout "$(seconds 60 $RESERVE)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES="$capability" \
-  -DCUDACACHE_BUILD_BENCHMARKS=OFF -DCUDACACHE_TESTS_ON_CUDASIM=OFF >/tmp/cudacache-gpu-configure.log 2>&1 \
-  || { tail -n 40 /tmp/cudacache-gpu-configure.log; exit 1; }
+# nvcc: $CUDACXX, else the toolkit's usual place, else the one on PATH.
+nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+[[ -x $nvcc ]] || nvcc=$(command -v nvcc || true)
+if [[ ! -x $nvcc ]]; then
+  echo "no nvcc: set CUDACXX to the CUDA 13 toolkit's nvcc" >&2
+  exit 2
+fi
 results="$repo/$build/gpu-results"
 mkdir -p "$results"
+# Build dependencies brought as .deb files (tests/gpu/fetch_build_deps.sh, for a machine with no
+# package registry): unpacked under the build directory, nothing installed, and found first.
+deps=${CUDACACHE_BUILD_DEPS:-.gpu-deps}
+prefix_path=()
+if compgen -G "$deps/*.deb" >/dev/null; then
+  rm -rf "$repo/$build/deps"
+  tests/gpu/unpack_build_deps.sh "$deps" "$repo/$build/deps" || exit 1
+  prefix_path=(-DCMAKE_PREFIX_PATH="$repo/$build/deps/usr")
+fi
+
+step "configure and build ($build, CMAKE_CUDA_ARCHITECTURES=$capability)"
+timeout "$(seconds 60 $RESERVE)" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$capability" "${prefix_path[@]}" \
+  -DCUDACACHE_BUILD_BENCHMARKS=OFF -DCUDACACHE_TESTS_ON_CUDASIM=OFF >"$results/configure.log" 2>&1 \
+  || { tail -n 40 "$results/configure.log"; exit 1; }
 timeout "$(seconds 200 $RESERVE)" cmake --build "$build" -j "$(nproc)" >"$results/build.log" 2>&1 \
   || { tail -n 60 "$results/build.log"; exit 1; }
 library=$(ls "$repo/$build"/allocator/libcudacache.so)
@@ -74,14 +94,18 @@ library=$(ls "$repo/$build"/allocator/libcudacache.so)
 # GPU-bound suite): the build defines none of them without cudasim.
 preload_results=$results/preload
 rm -rf "$preload_results"
-timeout "$(seconds 120 $RESERVE)" tests/gpu/preload_checks.sh build "$preload_results" \
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$nvcc")")} \
+  timeout "$(seconds 120 $RESERVE)" tests/gpu/preload_checks.sh build "$preload_results" \
   "$capability" >"$results/preload-build.log" 2>&1 &
 preload_build=$!
 
 step "CTest on NVIDIA's runtime"
 # Configured with CUDACACHE_TESTS_ON_CUDASIM=OFF: the tests load NVIDIA's runtime, cudasim's own
-# conformance tests are left out and tests that need cudasim's controls skip themselves.
-(cd "$build" && timeout "$(seconds 150 $RESERVE)" ctest --output-on-failure -j 4 --timeout 100) \
+# conformance tests are left out and tests that need cudasim's controls skip themselves. The
+# install tests (label install) are left out too: they build a consumer project anew and run it
+# on cudasim, a check of the packaging that CI makes, not of the GPU.
+(cd "$build" && timeout "$(seconds 150 $RESERVE)" ctest --output-on-failure -j 4 --timeout 100 \
+  -LE install) \
   || fail "ctest on the real runtime"
 
 step "VMM backend and device-call costs (tests/gpu/vmm_checks.cpp)"
