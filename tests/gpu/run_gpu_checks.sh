@@ -23,6 +23,8 @@
 # tests/gpu/fetch_build_deps.sh in .gpu-deps or $CUDACACHE_BUILD_DEPS), and a python3 with
 # PyTorch 2.1+ built for CUDA 13 (pip's torch).
 # Usage: tests/gpu/run_gpu_checks.sh [build-dir]   (default: build/gpu)
+# Everything it measures and logs is kept in BUILD/gpu-results (one file to take away:
+# tar czf gpu-results.tgz -C build/gpu gpu-results).
 # Exit status: 0 when every step passed and every scenario and preload verdict is "ok" (or a
 # preload check SKIPPED for want of a PyTorch for CUDA 13).
 set -euo pipefail
