@@ -27,7 +27,7 @@ fi
 runtime=()
 for package in libspdlog-dev libfmt-dev; do
   while read -r dependency; do
-    [[ $dependency =~ ^lib(spdlog|fmt)[0-9.]+$ ]] && runtime+=("$dependency")
+    if [[ $dependency =~ ^lib(spdlog|fmt)[0-9.]+$ ]]; then runtime+=("$dependency"); fi
   done < <(apt-cache depends "$package" | sed -n 's/^ *Depends: //p')
 done
 if ((${#runtime[@]} != 2)); then
@@ -35,8 +35,9 @@ if ((${#runtime[@]} != 2)); then
        "dependencies, found: ${runtime[*]:-none} (run apt-get update first?)" >&2
   exit 1
 fi
-rm -rf "$dir"
+# Only the packages of an earlier run are removed: DIR may be a folder of other things.
 mkdir -p "$dir"
+rm -f "$dir"/*.deb
 # apt-get download writes into the current directory, as the user _apt where it can.
 (cd "$dir" && apt-get download "${packages[@]}" "${runtime[@]}")
 count=$(find "$dir" -maxdepth 1 -name '*.deb' | wc -l)
