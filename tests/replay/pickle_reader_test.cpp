@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "pickle_builder.h"
 
 namespace cudacache::replay {
@@ -64,6 +68,53 @@ TEST(PickleReader, ReadsLongIntegersOfEveryWidth) {
   EXPECT_EQ(root->items[1]->integer, -1);
   EXPECT_EQ(root->items[2]->integer, -32768);
   EXPECT_EQ(root->items[3]->integer, 0);
+}
+
+// Found converting public snapshots: PyTorch wrote a Python frame's line as 2^64 - 1, a LONG1
+// of 9 bytes, and the reader refused the whole snapshot. An int wider than 64 bits is now a
+// kBigInt (its value not kept), unless its extra bytes only repeat the sign.
+TEST(PickleReader, IntegersWiderThan64BitsAreKeptAsBigInts) {
+  // LONG1 / LONG4 operands: the width, then the bytes, little-endian.
+  const auto wide = [](std::size_t width_bytes, std::size_t width, unsigned char fill,
+                       std::vector<std::pair<std::size_t, unsigned char>> set) {
+    std::string operand;
+    for (std::size_t i = 0; i < width_bytes; ++i) {
+      operand.push_back(static_cast<char>((width >> (8 * i)) & 0xff));
+    }
+    std::string bytes(width, static_cast<char>(fill));
+    for (auto [at, byte] : set) bytes[at] = static_cast<char>(byte);
+    operand.append(bytes);
+    return operand;
+  };
+  PickleBuilder b;
+  b.empty_list().mark();
+  b.op('\x8a').raw(wide(1, 9, 0xff, {{8, 0x00}}));                         // 2^64 - 1
+  b.op('\x8a').raw(wide(1, 9, 0xff, {}));                                  // -1, one byte longer
+  b.op('\x8a').raw(wide(1, 9, 0x00, {{0, 0x05}}));                         // 5, one byte longer
+  b.op('\x8a').raw(wide(1, 10, 0x00, {{7, 0x80}, {8, 0xff}, {9, 0xff}}));  // -2^63
+  b.op('\x8a').raw(wide(1, 10, 0x00, {{7, 0x80}}));                        // 2^63
+  b.op('\x8b').raw(wide(4, 12, 0x00, {{11, 0x01}}));                       // 2^88
+  b.op('\x8b').raw(wide(4, 16, 0xff, {}));                                 // -1
+  b.appends().stop();
+  const PickleRef root = parse_pickle(b.bytes(), "x.pickle");
+  ASSERT_EQ(root->items.size(), 7u);
+  EXPECT_EQ(root->items[0]->kind, PickleValue::Kind::kBigInt);
+  ASSERT_EQ(root->items[1]->kind, PickleValue::Kind::kInt);
+  EXPECT_EQ(root->items[1]->integer, -1);
+  ASSERT_EQ(root->items[2]->kind, PickleValue::Kind::kInt);
+  EXPECT_EQ(root->items[2]->integer, 5);
+  ASSERT_EQ(root->items[3]->kind, PickleValue::Kind::kInt);
+  EXPECT_EQ(root->items[3]->integer, INT64_MIN);
+  EXPECT_EQ(root->items[4]->kind, PickleValue::Kind::kBigInt);
+  EXPECT_EQ(root->items[5]->kind, PickleValue::Kind::kBigInt);
+  ASSERT_EQ(root->items[6]->kind, PickleValue::Kind::kInt);
+  EXPECT_EQ(root->items[6]->integer, -1);
+  EXPECT_STREQ(kind_name(root->items[0]->kind), "int of more than 64 bits");
+  // Cut short, a wide one is a truncation like any other.
+  PickleBuilder cut;
+  cut.op('\x8a').raw("\x09\xff\xff");
+  EXPECT_NE(error_of(cut.bytes()).find("truncated input"), std::string::npos)
+      << error_of(cut.bytes());
 }
 
 TEST(PickleReader, SkipsFrames) {

@@ -136,6 +136,42 @@ TEST(SnapshotConverter, BadEventFieldNamesTheEvent) {
       << message;
 }
 
+// A snapshot of a public repository held a frame's line as 2^64 - 1 (a 9-byte LONG1), and its
+// conversion stopped there. Such an int converts where nothing reads it, and names its key
+// where the converter needs the number.
+TEST(SnapshotConverter, IntsOfMoreThan64BitsConvertUnlessNeeded) {
+  // LONG1's operand: 9 bytes, 2^64 - 1.
+  std::string max_u64(1, '\x09');
+  max_u64.append(8, '\xff');
+  max_u64.push_back('\0');
+  const auto snapshot = [&](bool big_address) {
+    testing::PickleBuilder b;
+    b.empty_dict().mark().str("segments").empty_list();
+    b.str("device_traces").empty_list().mark().empty_list().mark();
+    b.empty_dict().mark().key_str("action", "alloc");
+    b.str("addr");
+    if (big_address) {
+      b.op('\x8a').raw(max_u64);
+    } else {
+      b.integer(4096);
+    }
+    b.key_int("size", 1024).key_int("stream", 0);
+    // frames: [{"filename": "fake_tensor.py", "line": 2^64 - 1, "name": "f"}]
+    b.str("frames").empty_list().mark().empty_dict().mark().key_str("filename", "fake_tensor.py");
+    b.str("line").op('\x8a').raw(max_u64);
+    b.key_str("name", "f").set_items().appends();
+    b.set_items();
+    b.appends().appends().set_items().stop();
+    return b.bytes();
+  };
+  const SnapshotConversion conversion = convert_bytes(snapshot(false));
+  EXPECT_EQ(csv_of(conversion.trace), "op,id,size,stream\nalloc,0,1024,0\n");
+  const std::string message = conversion_error(snapshot(true));
+  EXPECT_NE(message.find("device_traces[0][0]: 'addr' is an int of more than 64 bits"),
+            std::string::npos)
+      << message;
+}
+
 // Found in review: the pickle memo lets one object be listed many times, and the converter
 // did the work once per listing (one active block in 4,000 segments 4,000 times each: 16 M
 // rows from 16 KB). An event, segment or block listed twice is refused, as is a second active

@@ -148,10 +148,11 @@ class Reader {
     return out;
   }
 
-  std::uint64_t take_unsigned_le(std::size_t width) {
-    std::string_view raw = take(width);
+  std::uint64_t take_unsigned_le(std::size_t width) { return unsigned_le(take(width)); }
+  // The first 8 bytes (at most) of `raw`, little-endian.
+  static std::uint64_t unsigned_le(std::string_view raw) {
     std::uint64_t value = 0;
-    for (std::size_t i = 0; i < width; ++i) {
+    for (std::size_t i = 0; i < raw.size() && i < 8; ++i) {
       value |= std::uint64_t{static_cast<unsigned char>(raw[i])} << (8 * i);
     }
     return value;
@@ -260,9 +261,26 @@ class Reader {
     stack_.push_back(std::move(value));
   }
 
-  // Little-endian two's complement of any width up to 8 bytes (LONG1/LONG4).
+  // Little-endian two's complement of any width (LONG1/LONG4). Wider than 8 bytes, it fits 64
+  // bits only where the bytes past the eighth repeat the eighth's sign (a longer encoding than
+  // Python writes); otherwise it is a kBigInt, whose value is not kept. PyTorch writes such
+  // ints where a snapshot's reader needs no number: a Python frame's line of 2^64 - 1 (found
+  // in snapshots of public repositories, where it stopped the conversion); a reader that needs
+  // one refuses it (snapshot_converter.cpp).
   void push_long(std::size_t width) {
-    if (width > 8) fail("integer of " + std::to_string(width) + " bytes does not fit 64 bits");
+    if (width > 8) {
+      const std::string_view bytes = take(width);
+      const unsigned char sign = (static_cast<unsigned char>(bytes[7]) & 0x80) != 0 ? 0xff : 0x00;
+      const bool fits = std::all_of(bytes.begin() + 8, bytes.end(), [&](char byte) {
+        return static_cast<unsigned char>(byte) == sign;
+      });
+      if (!fits) {
+        stack_.push_back(make(PickleValue::Kind::kBigInt));
+        return;
+      }
+      push_int(static_cast<std::int64_t>(unsigned_le(bytes)));
+      return;
+    }
     std::uint64_t raw = take_unsigned_le(width);
     if (width > 0 && width < 8 && (raw >> (8 * width - 1)) != 0) {
       raw |= ~std::uint64_t{0} << (8 * width);  // sign-extend

@@ -38,6 +38,7 @@ const char* kind_name(PickleValue::Kind kind) {
     case PickleValue::Kind::kNone: return "None";
     case PickleValue::Kind::kBool: return "bool";
     case PickleValue::Kind::kInt: return "int";
+    case PickleValue::Kind::kBigInt: return "int of more than 64 bits";
     case PickleValue::Kind::kFloat: return "float";
     case PickleValue::Kind::kString: return "str";
     case PickleValue::Kind::kList: return "list";

@@ -16,7 +16,18 @@ struct PickleValue;
 using PickleRef = std::shared_ptr<PickleValue>;
 
 struct PickleValue {
-  enum class Kind : std::uint8_t { kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict };
+  // kBigInt: an int that does not fit 64 signed bits; its value is not kept (parse_pickle).
+  enum class Kind : std::uint8_t {
+    kNone,
+    kBool,
+    kInt,
+    kBigInt,
+    kFloat,
+    kString,
+    kList,
+    kTuple,
+    kDict
+  };
 
   PickleValue() = default;
   // Releases nested containers iteratively: a hostile pickle nested a million levels deep

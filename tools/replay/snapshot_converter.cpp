@@ -28,6 +28,9 @@ class ShapeChecker {
 
   std::int64_t integer(const PickleValue& dict, const char* key, const std::string& where) const {
     const PickleValue& value = field(dict, key, where);
+    if (value.kind == PickleValue::Kind::kBigInt) {
+      fail(where, std::string("'") + key + "' is an int of more than 64 bits");
+    }
     if (value.kind != PickleValue::Kind::kInt) {
       fail(where, std::string("'") + key + "' is a " + kind_name(value.kind) + ", expected an int");
     }
