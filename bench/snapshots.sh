@@ -14,7 +14,8 @@
 #
 # A snapshot that does not convert is named with the converter's error and left out, as is
 # one with no allocation in it and one whose trace is the same as an earlier one's (the same
-# recording committed twice). CUDACACHE_REPLAY names a built cudacache-replay; without it the
+# recording committed twice). A trace is named by the snapshot's path under DIR, / as __ and
+# without its extension (-2, -3, ... where two paths give one name). CUDACACHE_REPLAY names a built cudacache-replay; without it the
 # Release build's is built first.
 set -euo pipefail
 
@@ -40,7 +41,13 @@ while IFS= read -r -d '' pickle; do
   relative=${pickle#"$snapshots"/}
   name=${relative%.*}
   name=${name//\//__}
+  # x.pkl beside x.pickle (or a/b.pickle beside a__b.pickle): the second gets a number.
   trace=$work/traces/$name.csv
+  n=1
+  while [[ -e $trace ]]; do
+    n=$((n + 1))
+    trace=$work/traces/$name-$n.csv
+  done
   if ! "$replay" --convert "$pickle" -o "$trace" >/dev/null 2>"$work/error"; then
     echo "snapshots.sh: not converted: $relative: $(tail -n 1 "$work/error")" >&2
     rm -f "$trace"

@@ -39,6 +39,11 @@ class Snapshots(unittest.TestCase):
                 subprocess.run([REPLAY, "--allocators", allocators, "--memory-viz",
                                 str(snapshots / f"run_{name}"), str(tmp / f"{name}.csv")],
                                check=True, capture_output=True)
+            # A snapshot with no allocation in it (of an empty trace).
+            (tmp / "empty.csv").write_text("op,id,size,stream\n")
+            subprocess.run([REPLAY, "--allocators", "cudacache", "--memory-viz",
+                            str(snapshots / "none"), str(tmp / "empty.csv")],
+                           check=True, capture_output=True)
             (snapshots / "broken.pkl").write_bytes(b"\x80\x04\x95\x10")
             (snapshots / "notes.pickle").write_text("op,id,size,stream\n")
             run = run_script(str(snapshots))
@@ -49,10 +54,31 @@ class Snapshots(unittest.TestCase):
             self.assertNotIn("a.pytorch", run.stdout)
             self.assertIn("snapshots.sh: left out: run_a/a.pytorch.pickle: the same trace as "
                           "run_a__a.cudacache", run.stderr)
+            self.assertIn("snapshots.sh: left out: none/empty.cudacache.pickle: no allocation "
+                          "in its trace", run.stderr)
             self.assertIn("snapshots.sh: not converted: broken.pkl: ", run.stderr)
             self.assertIn("snapshots.sh: not converted: notes.pickle: ", run.stderr)
             self.assertIn("Traces missing each target, of 2:", run.stdout)
             self.assertIn("CUDASIM_MALLOC_PAGE=2MiB", run.stdout)
+
+    def test_two_snapshots_of_one_name_are_both_checked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = pathlib.Path(tmp)
+            snapshots = tmp / "snapshots"
+            snapshots.mkdir()
+            for name, text in (("a", TRACE_A), ("b", TRACE_B)):
+                (tmp / f"{name}.csv").write_text(text)
+                subprocess.run([REPLAY, "--allocators", "cudacache", "--memory-viz",
+                                str(tmp / name), str(tmp / f"{name}.csv")],
+                               check=True, capture_output=True)
+            # x.pickle and x.pkl, two different recordings: one name, two traces.
+            (snapshots / "x.pickle").write_bytes((tmp / "a" / "a.cudacache.pickle").read_bytes())
+            (snapshots / "x.pkl").write_bytes((tmp / "b" / "b.cudacache.pickle").read_bytes())
+            run = run_script(str(snapshots))
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertIn("2 snapshots under", run.stdout)
+            self.assertIn("| `x` |", run.stdout)
+            self.assertIn("| `x-2` |", run.stdout)
 
     def test_a_folder_with_no_snapshot_that_converts_is_an_error(self):
         with tempfile.TemporaryDirectory() as tmp:
