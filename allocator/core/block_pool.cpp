@@ -82,7 +82,11 @@ BlockPool::~BlockPool() {
 }
 
 Block* BlockPool::new_block() {
-  if (spare_.empty()) return new Block;
+  if (spare_.empty()) {
+    Block* block = new Block;
+    ++blocks_made_;
+    return block;
+  }
   Block* block = spare_.back();
   spare_.pop_back();
   *block = Block{};
@@ -92,16 +96,22 @@ Block* BlockPool::new_block() {
 void BlockPool::recycle(Block* block) {
   if (spare_.size() == spare_.capacity()) {  // growing the spares could throw
     delete block;
+    if (blocks_made_ != 0) --blocks_made_;  // (another pool's block counts in neither)
     return;
   }
   spare_.push_back(block);
 }
 
 void BlockPool::reserve_host_memory_now(std::size_t insertions) {
-  if (spare_.capacity() - spare_.size() < kSpareBlocks) {  // geometric: amortized O(1)
-    spare_.reserve(std::max(2 * spare_.capacity(), spare_.size() + 4 * kSpareBlocks));
+  // Room for every block this pool has made and the new spares, so that recycle() keeps each
+  // block it is given (a pool whose blocks come and go in bursts, a growth splitting a range
+  // around its pages and a free merging them back, would otherwise delete and make them anew).
+  const std::size_t room = blocks_made_ + kSpareBlocks;
+  if (spare_.capacity() < room) spare_.reserve(std::max(2 * spare_.capacity(), room));
+  while (spare_.size() < kSpareBlocks) {  // capacity reserved above
+    spare_.push_back(new Block);
+    ++blocks_made_;
   }
-  while (spare_.size() < kSpareBlocks) spare_.push_back(new Block);  // capacity reserved above
   spare_unmapped_nodes_.reserve(2 * kSpareUnmappedNodes);
   while (spare_unmapped_nodes_.size() < kSpareUnmappedNodes) {
     // A node of the unmapped index's own type, made in a scratch index: its only element needs

@@ -195,6 +195,7 @@ class BlockPool {
   UnmappedIndex unmapped_;
   std::vector<UnmappedIndex::node_type> spare_unmapped_nodes_;
   std::vector<Block*> spare_;
+  std::size_t blocks_made_ = 0;  // by new_block() and reserve_host_memory_now(), ever
   std::uint64_t search_count_ = 0;
   // Free (mapped) blocks that are long-lived holes: a block's mark does not change while it is
   // in the index (split_block, try_merge and map_block set it outside).

@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -286,7 +287,7 @@ class DeviceAllocator {
   // by new pages of the sizes in `parts` (zeros skipped), mapped from `address`; what they do
   // not cover, or what the device cannot give, stays unmapped. False when nothing was unmapped.
   bool cut_own_page(Block* block, std::uintptr_t address, std::size_t size,
-                    std::vector<std::size_t> parts) CUDACACHE_REQUIRES(mutex_);
+                    const std::array<std::size_t, 3>& parts) CUDACACHE_REQUIRES(mutex_);
   // map_gathered_pages' pages while a page is cut: one new page per planned_pages_ entry.
   bool create_planned_pages(std::vector<Page>* pages) CUDACACHE_REQUIRES(mutex_);
   // A growth's `need` bytes without room: `whole` bytes of pages of one block (moved ones that
@@ -444,6 +445,22 @@ class DeviceAllocator {
     }
   };
   GatherLists gather_lists_ CUDACACHE_GUARDED_BY(mutex_);
+  // take_own_pages' and cut_own_page's lists, kept between growths as growth_pages_ is.
+  struct OwnPageLists {
+    std::vector<Page> large;             // moved pages of one block that fit
+    std::vector<Page> granules;          // moved 2 MiB pages that fit
+    std::vector<Page> left_over;         // moved pages that do not
+    std::vector<Page> created_large;     // the new page of one block
+    std::vector<Page> created_granules;  // the new 2 MiB pages
+    std::vector<Page> cut;               // the page being cut
+    void clear() {  // all but `cut` (a cut's growth takes pages while the cut is under way)
+      for (std::vector<Page>* list :
+           {&large, &granules, &left_over, &created_large, &created_granules}) {
+        list->clear();
+      }
+    }
+  };
+  OwnPageLists own_page_lists_ CUDACACHE_GUARDED_BY(mutex_);
   bool new_pages_only_ CUDACACHE_GUARDED_BY(mutex_) = false;  // during grow_in_new_pages
   // During allocate_expandable for a request larger than 1 MiB in the small pool.
   bool growth_under_granule_ CUDACACHE_GUARDED_BY(mutex_) = false;

@@ -168,11 +168,16 @@ Block* DeviceAllocator::fit_own_pages(Block* block, const Request& request) {
 }
 
 bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::size_t size,
-                                   std::vector<std::size_t> parts) {
+                                   const std::array<std::size_t, 3>& parts) {
   BlockPool& pool = pool_of(*block);
-  std::vector<Page> cut;
+  // Room for the planned pages before the page goes: nothing below allocates host memory for
+  // them (Note [Host memory runs out]).
+  planned_pages_.reserve(parts.size());
+  std::vector<Page>& cut = own_page_lists_.cut;
+  cut.clear();
   Block* unmapped = unmap_block(block, address, size, &cut);
   release_pages(*backend_, cut);
+  cut.clear();
   if (unmapped == nullptr) return false;
   if (unmapped->address < address) {  // it merged with an unmapped stretch before the page
     pool.erase(unmapped);
@@ -181,14 +186,16 @@ bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::si
     pool.insert(at);
     unmapped = at;
   }
-  parts.erase(std::remove(parts.begin(), parts.end(), std::size_t{0}), parts.end());
   const std::size_t bytes = std::accumulate(parts.begin(), parts.end(), std::size_t{0});
   if (bytes == 0) return true;
   struct PlannedPages {  // cleared also when the map throws: a later growth must not map them
     std::vector<std::size_t>& sizes;
     ~PlannedPages() { sizes.clear(); }
   } scope{planned_pages_};
-  planned_pages_ = std::move(parts);
+  planned_pages_.clear();
+  for (const std::size_t part : parts) {
+    if (part != 0) planned_pages_.push_back(part);  // within the room reserved above
+  }
   map_block(unmapped, bytes);  // a full device leaves the rest unmapped: the device has it
   return true;
 }
@@ -207,9 +214,11 @@ bool DeviceAllocator::take_own_pages(std::size_t need, std::size_t whole,
   // after them. What is left over goes back to the device before anything is created.
   std::sort(moved_pages_.begin(), moved_pages_.end(),
             [](const Page& a, const Page& b) { return a.size > b.size; });
-  std::vector<Page> large;
-  std::vector<Page> granules;
-  std::vector<Page> left_over;
+  OwnPageLists& lists = own_page_lists_;
+  lists.clear();
+  std::vector<Page>& large = lists.large;
+  std::vector<Page>& granules = lists.granules;
+  std::vector<Page>& left_over = lists.left_over;
   std::size_t large_bytes = 0;
   std::size_t granule_bytes = 0;
   for (const Page& page : moved_pages_) {
@@ -227,16 +236,16 @@ bool DeviceAllocator::take_own_pages(std::size_t need, std::size_t whole,
   std::size_t new_large = whole - std::min(whole, large_bytes + granule_bytes);
   if (new_large <= kSmallPage) new_large = 0;
   const std::size_t new_granules = need - std::min(need, large_bytes + granule_bytes + new_large);
-  std::vector<Page> created_large;
-  std::vector<Page> created_granules;
+  std::vector<Page>& created_large = lists.created_large;
+  std::vector<Page>& created_granules = lists.created_granules;
   // Every vector gets its room while the moved pages are still in moved_pages_ (released by
   // find_or_create_block if this throws): from their clear on, nothing here allocates host
   // memory, so none of them can be lost on the way (Note [Host memory runs out]).
   const std::size_t granule_count = (new_granules + kSmallPage - 1) / kSmallPage;
-  created_large.reserve(new_large > 0 ? 1 : 0);
+  const std::size_t large_count = new_large > 0 ? 1 : 0;
+  created_large.reserve(large_count);
   created_granules.reserve(granule_count);
-  pages->reserve(pages->size() + large.size() + granules.size() + created_large.capacity() +
-                 granule_count);
+  pages->reserve(pages->size() + large.size() + granules.size() + large_count + granule_count);
   moved_pages_.clear();
   release_pages(*backend_, left_over);
   cudaError_t error = create_pages(*backend_, new_large, new_large, &created_large);

@@ -71,7 +71,8 @@ ExpandableSegment::ExpandableSegment(SegmentBackend& backend, std::uintptr_t bas
       base_(base),
       size_(page_size * pages),
       page_size_(page_size),
-      stream_(stream) {}
+      stream_(stream),
+      pages_(base, page_size * pages, backend.page_granularity()) {}
 
 ExpandableSegment::~ExpandableSegment() {
   // Teardown gives back every page it can: one failed call keeps at most the page it was for
@@ -85,17 +86,17 @@ ExpandableSegment::~ExpandableSegment() {
                      backend_.device(), device_api::error_string(error));
     }
   }
-  for (const auto& [address, page] : pages_) {
+  pages_.for_each_from(base_, base_ + size_, [&](std::uintptr_t address, const Page& page) {
     if (const cudaError_t error = backend_.unmap(address, page.size); error != cudaSuccess) {
       logger().error("device {}: unmapping the page at {:#x} failed: {}", backend_.device(),
                      address, device_api::error_string(error));
-      continue;
+      return;
     }
     if (const cudaError_t error = backend_.release_page(page.handle); error != cudaSuccess) {
       logger().error("device {}: cuMemRelease failed: {}", backend_.device(),
                      device_api::error_string(error));
     }
-  }
+  });
   if (const cudaError_t error = backend_.unreserve(base_, size_); error != cudaSuccess) {
     logger().error("device {}: freeing the address range at {:#x} failed: {}", backend_.device(),
                    base_, device_api::error_string(error));
@@ -130,6 +131,9 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
   std::size_t bytes = 0;
   for (const Page& page : pages) bytes += page.size;
   if (bytes == 0) return cudaSuccess;
+  // The index's room first: without host memory for it (std::bad_alloc) nothing is mapped and
+  // the caller still holds the pages (Note [Host memory runs out]).
+  pages_.reserve(address, bytes);
   auto undo = [&](std::size_t count) {
     std::uintptr_t at = address;
     for (std::size_t i = 0; i < count; ++i) {
@@ -150,29 +154,11 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
     undo(pages.size());
     return error;
   }
-  // The new pages are adjacent: one search for where they go, not one per page. Without host
-  // memory for the index (std::bad_alloc), what was indexed comes out and every page is
-  // unmapped again: the caller still holds them (Note [Host memory runs out]).
-  const auto next = pages_.lower_bound(address);
   at = address;
-  std::size_t indexed = 0;
-  try {
-    for (const Page& page : pages) {
-      pages_.emplace_hint(next, at, page);
-      ++indexed;
-      at += page.size;
-    }
-  } catch (...) {
-    at = address;
-    for (std::size_t i = 0; i < indexed; ++i) {
-      pages_.erase(at);
-      at += pages[i].size;
-    }
-    undo(pages.size());
-    throw;
-  }
   for (const Page& page : pages) {
+    pages_.insert(at, page);  // in the room reserved above
     if (page.exclusive) ++exclusive_pages_;
+    at += page.size;
   }
   *mapped = {address, bytes};
   return cudaSuccess;
@@ -180,17 +166,13 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
 
 std::optional<std::pair<std::uintptr_t, Page>> ExpandableSegment::page_across(
     std::uintptr_t point) const {
-  auto it = pages_.lower_bound(point);
-  if (it == pages_.begin()) return std::nullopt;
-  --it;  // the last page that starts before `point`
-  if (it->first + it->second.size <= point) return std::nullopt;
-  return *it;
+  return pages_.across(point);
 }
 
 void ExpandableSegment::share_page(std::uintptr_t address) {
-  const auto it = pages_.find(address);
-  if (it == pages_.end() || !it->second.exclusive) return;
-  it->second.exclusive = false;
+  Page* page = pages_.find(address);
+  if (page == nullptr || !page->exclusive) return;
+  page->exclusive = false;
   --exclusive_pages_;
 }
 
@@ -198,10 +180,9 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
                                      AddressRange* unmapped, std::vector<Page>* kept,
                                      bool stream_synchronized) {
   *unmapped = {};
-  auto first = pages_.lower_bound(address);
-  auto last = first;
-  while (last != pages_.end() && last->first + last->second.size <= address + size) ++last;
-  if (first == last) return cudaSuccess;
+  const std::uintptr_t end = address + size;
+  const auto first = pages_.first_from(address, end);
+  if (!first || first->first + first->second.size > end) return cudaSuccess;  // no whole page
   // The stream's last kernels may still use these pages: unmap only after they are done.
   if (!stream_synchronized) {
     if (const cudaError_t error = device_api::synchronize_stream(backend_.device(), stream_);
@@ -212,20 +193,21 @@ cudaError_t ExpandableSegment::unmap(std::uintptr_t address, std::size_t size,
   unmapped->address = first->first;
   // Room for the kept pages before any is unmapped: a page unmapped and not kept would be lost.
   if (kept != nullptr) {
-    kept->reserve(kept->size() + static_cast<std::size_t>(std::distance(first, last)));
+    std::size_t count = 0;
+    pages_.for_each_from(address, end, [&](std::uintptr_t, const Page&) { ++count; });
+    kept->reserve(kept->size() + count);
   }
-  auto erase_page = [this](PageIndex::iterator at) {
-    if (at->second.exclusive) --exclusive_pages_;
-    return pages_.erase(at);
-  };
   // A failed release loses only its page: stopping there would leave the free pages after it
   // mapped, and empty_cache would not give back what it can (found by the suite-wide fault sweep).
   cudaError_t release_error = cudaSuccess;
-  for (auto it = first; it != last; it = erase_page(it)) {
-    const Page page = it->second;
-    if (const cudaError_t error = backend_.unmap(it->first, page.size); error != cudaSuccess) {
+  for (auto entry = first; entry && entry->first + entry->second.size <= end;
+       entry = pages_.first_from(entry->first + entry->second.size, end)) {
+    const auto [at, page] = *entry;
+    if (const cudaError_t error = backend_.unmap(at, page.size); error != cudaSuccess) {
       return error;
     }
+    pages_.erase(at);
+    if (page.exclusive) --exclusive_pages_;
     unmapped->size += page.size;
     if (kept != nullptr) {
       kept->push_back(page);

@@ -18,14 +18,13 @@
 // room, and moves unmapped pages to other ranges: Note [Moving pages] in policy_cudacache.cpp).
 #pragma once
 
-#include "node_arena.h"
+#include "page_index.h"
 #include "segment_backend.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -36,15 +35,6 @@ namespace cudacache {
 struct AddressRange {
   std::uintptr_t address = 0;
   std::size_t size = 0;
-};
-
-// A physical page: a handle of `size` bytes, mapped whole wherever it is mapped.
-struct Page {
-  PageHandle handle = 0;
-  std::size_t size = 0;
-  // A page of one block: it never holds a block and free memory beside it (cudacache's policy,
-  // Note [Pages of one block] in pages_of_one_block.cpp).
-  bool exclusive = false;
 };
 
 // Creates pages of `page_size` bytes (the last one smaller when bytes is not a multiple)
@@ -81,10 +71,7 @@ class ExpandableSegment {
   // in address order.
   template <typename Fn>
   void for_each_page_inside(std::uintptr_t address, std::size_t size, Fn&& fn) const {
-    for (auto it = pages_.lower_bound(address);
-         it != pages_.end() && it->first + it->second.size <= address + size; ++it) {
-      fn(it->first, it->second);
-    }
+    pages_.for_each_from(address, address + size, fn);
   }
   // The mapped page that starts before `point` and ends after it, if any (one lookup, for the
   // allocation path).
@@ -114,12 +101,7 @@ class ExpandableSegment {
   const std::size_t size_;
   const std::size_t page_size_;
   const cudaStream_t stream_;
-  // The page index's nodes: a growth maps pages without a host malloc per page (declared
-  // before the index, which it must outlive).
-  NodeArena page_nodes_;
-  using PageIndex = std::map<std::uintptr_t, Page, std::less<>,
-                             ArenaAllocator<std::pair<const std::uintptr_t, Page>>>;
-  PageIndex pages_{PageIndex::allocator_type(&page_nodes_)};  // mapped pages by address
+  PageIndex pages_;                  // mapped pages by address (Note [Page index] in page_index.h)
   std::size_t exclusive_pages_ = 0;  // how many of them are pages of one block
 };
 
