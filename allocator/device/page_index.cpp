@@ -64,12 +64,19 @@ std::optional<PageIndex::Entry> PageIndex::across(std::uintptr_t point) const {
   return Entry{address, page};
 }
 
+bool PageIndex::walk_bounds(std::uintptr_t address, std::uintptr_t end, std::size_t* from,
+                            std::size_t* to) const {
+  if (end <= base_ || address >= end) return false;
+  *from = address <= base_ ? 0 : (address - base_ + granule_ - 1) / granule_;  // at or after
+  *to = std::min(granules_, (end - base_ + granule_ - 1) / granule_);
+  return *from < *to;
+}
+
 std::optional<PageIndex::Entry> PageIndex::first_from(std::uintptr_t address,
                                                       std::uintptr_t end) const {
-  if (end <= base_ || address >= end) return std::nullopt;
-  const std::size_t from =
-      address <= base_ ? 0 : (address - base_ + granule_ - 1) / granule_;  // starts at or after
-  const std::size_t to = std::min(granules_, (end - base_ + granule_ - 1) / granule_);
+  std::size_t from = 0;
+  std::size_t to = 0;
+  if (!walk_bounds(address, end, &from, &to)) return std::nullopt;
   const std::size_t found = next_start(from, to);
   if (found >= to) return std::nullopt;
   return Entry{address_of(found), chunk_of(found)->page(found % kChunkGranules)};

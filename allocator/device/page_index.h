@@ -67,9 +67,15 @@ class PageIndex {
   // while the page ends by `end` (stopping at the first that does not).
   template <typename Fn>
   void for_each_from(std::uintptr_t address, std::uintptr_t end, Fn&& fn) const {
-    for (auto entry = first_from(address, end); entry && entry->first + entry->second.size <= end;
-         entry = first_from(entry->first + entry->second.size, end)) {
-      fn(entry->first, entry->second);
+    std::size_t granule = 0;
+    std::size_t to = 0;
+    if (!walk_bounds(address, end, &granule, &to)) return;
+    while ((granule = next_start(granule, to)) < to) {
+      const Page& page = chunk_of(granule)->page(granule % kChunkGranules);
+      const std::uintptr_t at = address_of(granule);
+      if (at + page.size > end) return;
+      fn(at, page);
+      granule += (page.size + granule_ - 1) / granule_;
     }
   }
 
@@ -98,6 +104,10 @@ class PageIndex {
   const Chunk* chunk_of(std::size_t granule) const {
     return chunks_[granule / kChunkGranules].get();
   }
+  // The granules a walk of pages that start in [address, end) looks at: [*from, *to); false
+  // when there are none.
+  bool walk_bounds(std::uintptr_t address, std::uintptr_t end, std::size_t* from,
+                   std::size_t* to) const;
   // The first granule in [from, to) where a page starts, or `to`.
   std::size_t next_start(std::size_t from, std::size_t to) const;
   // The last granule in [from, to) where a page starts, or `to` if none.
