@@ -21,21 +21,13 @@ Block* BlockPool::smallest_fit(cudaStream_t stream, std::size_t size) const {
 
 Block* BlockPool::take_best_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
                                 FitRule rule, Lifetime lifetime) {
-  // With no long-lived hole in the pool, a lifetime changes nothing: no scan for one. The two
-  // searches are compiled apart, so that the one without lifetimes (every policy's) stays short.
-  return lifetime == Lifetime::kUnknown || long_lived_holes_ == 0
-             ? take_fit<false>(stream, size, max_split_size, rule, lifetime)
-             : take_fit<true>(stream, size, max_split_size, rule, lifetime);
-}
-
-template <bool kLifetimes>
-Block* BlockPool::take_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size,
-                           FitRule rule, Lifetime lifetime) {
   ++search_count_;
   auto it = free_.lower_bound(FreeIndex::search_key(stream, size));
   if (it == free_.end() || (*it)->stream != stream) return nullptr;
-  it = kLifetimes ? lifetime_fit(it, stream, size, max_split_size, rule, lifetime)
-                  : rule_fit(it, stream, rule, false);
+  // With no long-lived hole in the pool, a lifetime changes nothing: no scan for one.
+  it = lifetime == Lifetime::kUnknown || long_lived_holes_ == 0
+           ? rule_fit(it, stream, rule, false)
+           : lifetime_fit(it, stream, size, max_split_size, rule, lifetime);
   if (it == free_.end() || !may_serve((*it)->size, size, max_split_size)) return nullptr;
   Block* block = *it;
   if (block->long_lived_hole) --long_lived_holes_;
@@ -64,9 +56,9 @@ Block* BlockPool::take_fit(cudaStream_t stream, std::size_t size, std::size_t ma
   return it;
 }
 
-[[gnu::always_inline]] inline FreeIndex::Iterator BlockPool::lifetime_fit(
-    FreeIndex::Iterator smallest, cudaStream_t stream, std::size_t size, std::size_t max_split_size,
-    FitRule rule, Lifetime lifetime) const {
+FreeIndex::Iterator BlockPool::lifetime_fit(FreeIndex::Iterator smallest, cudaStream_t stream,
+                                            std::size_t size, std::size_t max_split_size,
+                                            FitRule rule, Lifetime lifetime) const {
   auto serves = [&](FreeIndex::Iterator at) {
     return may_serve((*at)->size, size, max_split_size);
   };

@@ -174,10 +174,6 @@ class BlockPool {
                                    std::size_t size, std::size_t max_split_size, FitRule rule,
                                    Lifetime lifetime) const;
 
-  // take_best_fit, with the lifetime-aware search or without it.
-  template <bool kLifetimes>
-  Block* take_fit(cudaStream_t stream, std::size_t size, std::size_t max_split_size, FitRule rule,
-                  Lifetime lifetime);
   void reserve_host_memory_now(std::size_t insertions);
   // Into the unmapped index, in a spare node when there is one.
   void insert_unmapped(Block* block);

@@ -7,8 +7,13 @@
 namespace cudacache {
 
 PageIndex::PageIndex(std::uintptr_t base, std::size_t size, std::size_t granule)
-    : base_(base), granule_(granule), granules_(granule == 0 ? 0 : (size + granule - 1) / granule) {
-  if (granule == 0) throw std::invalid_argument("PageIndex: a granule of 0 bytes");
+    : base_(base),
+      granule_(granule),
+      shift_(static_cast<unsigned>(std::countr_zero(granule))),
+      granules_(std::has_single_bit(granule) ? granules_in(size) : 0) {
+  if (!std::has_single_bit(granule)) {
+    throw std::invalid_argument("PageIndex: a granule that is not a power of two");
+  }
   chunks_.resize((granules_ + kChunkGranules - 1) / kChunkGranules);
 }
 
@@ -28,7 +33,7 @@ void PageIndex::insert(std::uintptr_t address, const Page& page) noexcept {
   const std::size_t slot = granule % kChunkGranules;
   new (chunk.slots + slot * sizeof(Page)) Page(page);
   chunk.starts[slot / kWordBits] |= std::uint64_t{1} << (slot % kWordBits);
-  largest_granules_ = std::max(largest_granules_, (page.size + granule_ - 1) / granule_);
+  largest_granules_ = std::max(largest_granules_, granules_in(page.size));
   ++pages_;
 }
 
@@ -41,7 +46,7 @@ void PageIndex::erase(std::uintptr_t address) noexcept {
 }
 
 Page* PageIndex::find(std::uintptr_t address) {
-  if (address < base_ || (address - base_) % granule_ != 0) return nullptr;
+  if (address < base_ || ((address - base_) & (granule_ - 1)) != 0) return nullptr;
   const std::size_t granule = granule_of(address);
   if (granule >= granules_) return nullptr;
   Chunk* chunk = chunks_[granule / kChunkGranules].get();
@@ -67,8 +72,8 @@ std::optional<PageIndex::Entry> PageIndex::across(std::uintptr_t point) const {
 bool PageIndex::walk_bounds(std::uintptr_t address, std::uintptr_t end, std::size_t* from,
                             std::size_t* to) const {
   if (end <= base_ || address >= end) return false;
-  *from = address <= base_ ? 0 : (address - base_ + granule_ - 1) / granule_;  // at or after
-  *to = std::min(granules_, (end - base_ + granule_ - 1) / granule_);
+  *from = address <= base_ ? 0 : granules_in(address - base_);  // at or after
+  *to = std::min(granules_, granules_in(end - base_));
   return *from < *to;
 }
 

@@ -123,8 +123,10 @@ TEST(PageIndex, AnErasedPageIsGoneAndItsGranulesTakeANewOne) {
   EXPECT_EQ(index.across(kBase + kGranule + 1)->second.handle, 2u);
 }
 
-TEST(PageIndex, AGranuleOfZeroBytesIsRefused) {
+TEST(PageIndex, AGranuleThatIsNotAPowerOfTwoIsRefused) {
   EXPECT_THROW(PageIndex(kBase, kRange, 0), std::invalid_argument);
+  EXPECT_THROW(PageIndex(kBase, kRange, 3 * kGranule), std::invalid_argument);
+  EXPECT_NO_THROW(PageIndex(kBase, kRange, 4 * kGranule));
 }
 
 TEST(PageIndex, RandomInsertsAndErasesMatchAMap) {
