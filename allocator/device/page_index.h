@@ -4,13 +4,15 @@
 // on the GPUs we know), so the index is a table with one slot per granule of the range, holding
 // the page that starts there, and a bitmap of the slots that hold one. Adding or removing a page
 // is one slot and one bit, where a red-black tree (std::map, what this replaced) paid a node, a
-// search and a rebalancing per page: on `dit`, whose growths map a page every other event, that
-// was 6 % of the policy's time per event. Walks skip 64 granules without a page a step; the
-// page across an address is the last one that starts before it, looked for no further back than
-// the largest page ever indexed. The table is in chunks of kChunkGranules slots (1 GiB of address
-// space at 2 MiB granules), each made when a page first spans it and kept until the range goes,
-// so that a range reserved for the whole device costs host memory only where pages were mapped
-// (12 KiB per chunk, its slots left uninitialised until a page is put in one).
+// search and a rebalancing per page: on `dit`, whose growths map a page every other event, the
+// table executes 4 % fewer instructions per event (bench/instructions.sh; the wall-clock time,
+// dominated there by what follows each device call, did not move measurably). Walks skip 64
+// granules without a page a step; the page across an address is the last one that starts
+// before it, looked for no further back than the largest page ever indexed. The table is in
+// chunks of kChunkGranules slots (1 GiB of address space at 2 MiB granules), each made when a
+// page first spans it and kept until the range goes, so that a range reserved for the whole
+// device costs host memory only where pages were mapped (12 KiB per chunk, its slots left
+// uninitialised until a page is put in one).
 // Not thread-safe: its segment's allocator lock guards it.
 #pragma once
 
