@@ -96,7 +96,9 @@ Block* BlockPool::new_block() {
 void BlockPool::recycle(Block* block) {
   if (spare_.size() == spare_.capacity()) {  // growing the spares could throw
     delete block;
-    if (blocks_made_ != 0) --blocks_made_;  // (another pool's block counts in neither)
+    // The count only sizes the spares' room; a block another pool made may end here, so it
+    // stops at zero.
+    if (blocks_made_ != 0) --blocks_made_;
     return;
   }
   spare_.push_back(block);

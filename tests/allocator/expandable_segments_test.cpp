@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -258,6 +259,32 @@ TEST_F(ExpandableSegments, AFailedReleaseLosesOnlyItsPage) {
   }
   ASSERT_EQ(cudasim_fail_nth_call(0, "release", 0), 0);
   EXPECT_EQ(sim_counters().in_use_bytes - before, 20 * kMiB);
+}
+
+// A backend whose granularity is not a power of two (no driver reports one): the range's page
+// index refuses it, so reserving the range fails with an error that says why, and the address
+// range it had reserved goes back.
+class OddGranularityBackend final : public ForwardingSegmentBackend {
+ public:
+  explicit OddGranularityBackend(std::unique_ptr<SegmentBackend> inner)
+      : ForwardingSegmentBackend(std::move(inner)) {}
+  std::size_t page_granularity() const override { return 3 * kMiB; }
+};
+
+TEST_F(ExpandableSegments, AGranularityThatIsNotAPowerOfTwoIsRefusedAndTheRangeGoesBack) {
+  OddGranularityBackend backend(make_segment_backend(0, true));
+  const cudasim_call_counts before = sim_calls();
+  cudaError_t error = cudaSuccess;
+  try {
+    ExpandableSegment::reserve(backend, 6 * kMiB, 4, nullptr, &error);
+    FAIL() << "the granularity was accepted";
+  } catch (const std::invalid_argument& refused) {
+    EXPECT_NE(std::string(refused.what()).find("not a power of two"), std::string::npos)
+        << refused.what();
+  }
+  const cudasim_call_counts after = sim_calls();
+  EXPECT_EQ(after.reserve, before.reserve + 1);
+  EXPECT_EQ(after.address_free, before.address_free + 1);  // the addresses went back
 }
 
 // page_across: the page strictly around a point, one lookup. A point on a page's first byte
