@@ -226,7 +226,9 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
   } release_moved_pages{*this};
   if (Block* block = take_cached(request)) return block;
   if (policy_ == PlacementPolicy::kCudacache) {
-    if (Block* block = grow_in_new_pages(request)) return block;  // Note [New pages first]
+    // Note [Blocks under a granule], then Note [New pages first].
+    if (Block* block = take_hole_under_granule(request)) return block;
+    if (Block* block = grow_in_new_pages(request)) return block;
   }
   const bool native = policy_ == PlacementPolicy::kPyTorchNative;
   if (native && options_.per_process_memory_fraction.is_set() &&

@@ -198,6 +198,9 @@ class DeviceAllocator {
   // Without room, a growth in new pages only, when the device can give them (Note [New pages
   // first]); nullptr otherwise.
   Block* grow_in_new_pages(Request& request) CUDACACHE_REQUIRES(mutex_);
+  // Without room, a request under a granule that the small pool cannot serve takes a large-pool
+  // hole it nearly fills (Note [Blocks under a granule]); request.pool becomes the large pool.
+  Block* take_hole_under_granule(Request& request) CUDACACHE_REQUIRES(mutex_);
   // The unmapped stretch whose growth needs the fewest new bytes, or nullptr.
   Block* most_free_growth_site(const Request& request) CUDACACHE_REQUIRES(mutex_);
   // Unmaps whole free pages elsewhere into moved_pages_ for the chain from `candidate` (when

@@ -45,8 +45,8 @@
 //   not at the lowest address, so that a stretch left by moved pages is not filled with new
 //   pages while free memory waits elsewhere.
 // - Blocks are placed by their predicted lifetime (Note [Lifetime classes]).
-// - A block of more than 1 MiB but under one 2 MiB granule is served from the small pool
-//   (Note [Blocks under a granule]).
+// - A block of more than 1 MiB but under one 2 MiB granule is served from the small pool, or
+//   without room from a large-pool hole it nearly fills (Note [Blocks under a granule]).
 // So memory a program no longer uses goes where it is needed instead of being held, and a
 // steady loop, which finds its blocks free, makes no device call after its first step.
 //
@@ -283,10 +283,10 @@
 //   room above theirs on 79 (17 now); no smallest device changed (bench/POLICY.md, "Blocks
 //   under a granule", has the measurements and the alternatives not kept);
 // - without room, creates the large pool's pages (Note [Pages shrink as the device fills]).
-// memory_stats() counts these blocks in the small pool's keys, as their ranges; policy:pytorch
-// keeps PyTorch's split at 1 MiB. Measured side by side (cudacache-replay, the 11 real traces
-// and bench/variants.sh's 15; smallest device, default device, devices of 1.02 / 1.2 / 2 / 4 x
-// the peak; 2026-12-05):
+// memory_stats() counts these blocks in the small pool's keys, as their ranges (but those in
+// the large-pool holes below); policy:pytorch keeps PyTorch's split at 1 MiB. Measured side by
+// side (cudacache-replay, the 11 real traces and bench/variants.sh's 15; smallest device,
+// default device, devices of 1.02 / 1.2 / 2 / 4 x the peak; 2026-12-05):
 // - the 11 real traces: nothing changed but `gcn`'s smallest device, 1.0019 -> 1.0021 x its
 //   peak (CUB 1.0009), and `dit`'s calls, 42.2 -> 43.8 ms with room (torch-expandable 225.6),
 //   101.4 -> 103.3 at 1.02 x;
@@ -304,6 +304,17 @@
 // ahead for every growth of the small pool (`scaled_qwen7b_x1.7` 1.0025 -> 1.0031, past CUB's
 // 1.0005); no pages ahead (the KV cache's calls with room 115.6 ms); 2 MiB pages without room
 // (its calls on a device of 4 x its peak 99.1 ms instead of 43.0; torch-expandable 44.8).
+// Without room, such a request that the small pool cannot serve first takes a free block of the
+// large pool that it nearly fills, less than a granule of it left (take_hole_under_granule):
+// near a full device the small pool's page is a create or a move, while such a hole, among large
+// blocks, serves a large request only once a neighbour is freed too. That block then counts in
+// the large pool's keys. A hole it would leave a granule or more of stays whole for large blocks:
+// a block kept after each step would pin there the granules a larger request needs (the KV cache
+// above). Segregating these blocks costs memory where lifetimes are random: on programs whose
+// every free takes a live block at random (bench/variants/random_lifetimes.py) cudacache needed
+// 1.0641 x the peak in geometric mean where serving them from the large pool alone needed
+// 1.0624, and the expandable segments 1.0980 (bench/POLICY.md, "Random lifetimes", which has
+// the measurements of this rule and of the alternatives not kept).
 //
 // Note [Room without asking]: whether the device has room comes from cudaMemGetInfo, a driver
 // round trip (about 10 us) that PyTorch makes only when out of memory. So it is asked only when
@@ -543,6 +554,22 @@ bool DeviceAllocator::gather_and_map_pages(Block* block, std::size_t size, Addre
     report::cuda_error("mapping pages", device_, error);
   }
   return true;
+}
+
+Block* DeviceAllocator::take_hole_under_granule(Request& request) {
+  // See Note [Blocks under a granule]. The cheap test first: most requests have no such hole,
+  // and whether the device has room may take a reading of it.
+  if (request.pool != &small_pool_ || request.size <= kSmallSize) return nullptr;
+  Block* hole = large_pool_.smallest_fit(request.stream, request.size);
+  if (hole == nullptr || hole->size - request.size >= kSmallPage) return nullptr;
+  if (device_has_room(round_up(request.size, kSmallPage))) return nullptr;
+  large_pool_.reserve_host_memory();  // the split that follows (Note [Host memory runs out])
+  large_pool_.erase(hole);
+  request.pool = &large_pool_;
+  Block* block = may_cut_page(hole, request) ? fit_own_pages(hole, request) : hole;
+  // Without a block, the growths that follow are still the small pool's.
+  if (block == nullptr) request.pool = &small_pool_;
+  return block;
 }
 
 std::pair<std::size_t, std::size_t> DeviceAllocator::under_granule_growth(const Block* block,

@@ -1005,6 +1005,39 @@ TEST_F(CudacachePolicy, WithoutRoomBlocksUnderAGranuleGetTheLargePoolsPages) {
   allocator.deallocate(large);
 }
 
+// Without room, a block under a granule that the small pool cannot serve takes a hole of the
+// large pool that it nearly fills (less than a granule of it left) instead of a new page for the
+// small pool; a hole it would leave a granule or more of stays for large blocks, and with room
+// the small pool grows as before.
+TEST_F(CudacachePolicy, WithoutRoomABlockUnderAGranuleTakesALargeHoleItNearlyFills) {
+  const auto run = [&](std::size_t capacity, std::size_t hole_size, bool taken) {
+    SCOPED_TRACE(std::to_string(capacity >> 20) + " MiB device, hole of " +
+                 std::to_string(hole_size >> 10) + " KiB");
+    ASSERT_EQ(cudasim_set_capacity(0, capacity), 0);
+    DeviceAllocator allocator(0, options());
+    void* before = allocator.allocate(3 * kMiB, nullptr);
+    void* hole = allocator.allocate(hole_size, nullptr);
+    void* after = allocator.allocate(3 * kMiB, nullptr);
+    void* filler = allocator.allocate(40 * kMiB, nullptr);  // on 64 MiB, no room is left
+    allocator.deallocate(hole);
+    const cudasim_call_counts calls = sim_calls();
+    void* under = allocator.allocate(3 * kMiB / 2, nullptr);
+    const MemoryStats stats = allocator.stats();
+    EXPECT_EQ(under == hole, taken);
+    EXPECT_EQ(stats.allocated_bytes[kSmallPool].current,
+              taken ? 0 : static_cast<std::int64_t>(3 * kMiB / 2));
+    if (taken) {
+      EXPECT_EQ(sim_calls().create, calls.create);
+    }
+    for (void* block : {before, after, filler, under}) allocator.deallocate(block);
+    allocator.empty_cache();
+    EXPECT_EQ(reserved(allocator.stats()), 0);
+  };
+  run(64 * kMiB, 3 * kMiB, true);              // 1.5 MiB left over
+  run(64 * kMiB, 4 * kMiB, false);             // 2.5 MiB left over: a granule or more
+  run(std::size_t{1} << 30, 3 * kMiB, false);  // room
+}
+
 TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {
   ASSERT_EQ(cudasim_set_vmm_supported(0, 0), 0);
   DeviceAllocator allocator(0, options());

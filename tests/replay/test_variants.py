@@ -24,6 +24,7 @@ def module(name):
 make_variants = module("make_variants")
 check_targets = module("check_targets")
 random_programs = module("random_programs")
+random_lifetimes = module("random_lifetimes")
 
 
 def replayable(rows):
@@ -566,6 +567,61 @@ class RandomPrograms(unittest.TestCase):
                                  timeout=30)
             self.assertEqual(run.returncode, 2, args)
             self.assertIn("usage: bench/random_programs.sh [COUNT] [FIRST_SEED]", run.stderr)
+
+    def test_the_script_refuses_a_kind_it_does_not_know_naming_it(self):
+        script = REPO / "bench" / "random_programs.sh"
+        run = subprocess.run(["bash", script, "5", "0", "heaps"], capture_output=True, text=True,
+                             timeout=30)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("unknown KIND 'heaps'", run.stderr)
+        self.assertIn("KIND loops or lifetimes", run.stderr)
+
+
+class RandomLifetimes(unittest.TestCase):
+    def test_a_seed_gives_one_replayable_program_on_one_or_two_streams(self):
+        streams = set()
+        for seed in range(8):
+            rows = random_lifetimes.program(seed)
+            self.assertEqual(rows, random_lifetimes.program(seed))
+            self.assertTrue(replayable(rows), seed)
+            self.assertTrue(all(size >= 1 for _, _, size, _ in rows))
+            # A block is freed on the stream it was allocated on.
+            allocated = {i: stream for op, i, _, stream in rows if op == "alloc"}
+            self.assertTrue(all(allocated[i] == stream for op, i, _, stream in rows
+                                if op == "free"))
+            streams |= {stream for _, _, _, stream in rows}
+        self.assertEqual(streams, {0, 1})
+        self.assertNotEqual(random_lifetimes.program(0), random_lifetimes.program(1))
+
+    def test_frees_take_blocks_of_every_age_not_the_newest_first(self):
+        rows = random_lifetimes.program(3)
+        born, order, ages = {}, 0, []
+        for op, i, _, _ in rows:
+            if op == "alloc":
+                born[i] = order
+                order += 1
+            else:
+                ages.append(order - born[i])
+        ages.sort()
+        # Random frees: the median block lived far longer than the newest would, and some lived
+        # a handful of allocations.
+        self.assertLess(ages[0], 4)
+        self.assertGreater(ages[len(ages) // 2], 100)
+
+    def test_the_command_line_writes_one_csv_per_seed(self):
+        with tempfile.TemporaryDirectory() as folder:
+            script = [sys.executable, VARIANTS / "random_lifetimes.py"]
+            run = subprocess.run(script + ["7", "2", folder], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            names = sorted(p.name for p in pathlib.Path(folder).iterdir())
+            self.assertEqual(names, ["lifetimes_007.csv", "lifetimes_008.csv"])
+            lines = pathlib.Path(folder, "lifetimes_007.csv").read_text().splitlines()
+            self.assertEqual(lines[0], "op,id,size,stream")
+            self.assertEqual(len(lines) - 1, len(random_lifetimes.program(7)))
+            for bad in (["x", "2", folder], ["0", "0", folder], ["1", "2"]):
+                run = subprocess.run(script + bad, capture_output=True, text=True)
+                self.assertEqual(run.returncode, 2, bad)
+                self.assertIn("random_lifetimes.py FIRST_SEED COUNT OUT_DIR", run.stderr)
 
 
 if __name__ == "__main__":
