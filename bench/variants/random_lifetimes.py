@@ -4,11 +4,11 @@ block drawn at random, one program per seed (bench/POLICY.md, "Random lifetimes"
 
 bench/variants/random_programs.py draws loops: a block's size and its place in an iteration say
 how long it lives, which is what cudacache's lifetime prediction learns. Here nothing does.
-Each program draws two to four size classes between 4 KiB and 48 MiB (every request one of
+Each program draws two to four size classes between 4 KiB and 32 MiB (every request one of
 them, times a random factor of 0.5 to 1.5, so no two sizes repeat), a number of live blocks to
-keep (its working set: 500 to 20,000 blocks, about 0.5 to 8 GiB) and one or two streams; it
-then allocates and frees at random, the working set growing for its first half and shrinking
-for its second. It is the pattern a general-purpose heap sees, and the one that leaves the most
+keep (its working set: 0.5 to 8 GiB worth, within 500 to 20,000 blocks, so peaks of 0.1 to
+9 GiB) and one or two streams; it then allocates and frees at random, the working set growing
+for its first half and halved for its second. It is the pattern a general-purpose heap sees, and the one that leaves the most
 memory in pieces: no allocator can place a block by when it will be freed.
 
     random_lifetimes.py FIRST_SEED COUNT OUT_DIR    (writes OUT_DIR/lifetimes_SEED.csv)
@@ -20,6 +20,10 @@ since Python 3.2).
 import pathlib
 import random
 import sys
+
+# The command line and the CSV are random_programs.py's.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import random_programs  # noqa: E402
 
 # Size classes: a block of each is its class times a random factor of 0.5 to 1.5.
 CLASSES = (4 << 10, 64 << 10, 300 << 10, 1 << 20, 3 << 20, 5 << 20, 12 << 20, 32 << 20)
@@ -55,17 +59,7 @@ def program(seed):
 
 
 def main(argv):
-    if len(argv) != 4 or not argv[1].isdigit() or not argv[2].isdigit() or int(argv[2]) == 0:
-        print("usage: random_lifetimes.py FIRST_SEED COUNT OUT_DIR (whole numbers, COUNT at "
-              "least 1)", file=sys.stderr)
-        return 2
-    first, count, out = int(argv[1]), int(argv[2]), pathlib.Path(argv[3])
-    out.mkdir(parents=True, exist_ok=True)
-    for seed in range(first, first + count):
-        lines = ["op,id,size,stream"]
-        lines += [f"{op},{block},{size},{stream}" for op, block, size, stream in program(seed)]
-        (out / f"lifetimes_{seed:03d}.csv").write_text("\n".join(lines) + "\n")
-    return 0
+    return random_programs.write_seeds(argv, program, "lifetimes")
 
 
 if __name__ == "__main__":

@@ -101,16 +101,25 @@ def write(rows, path):
             f.write("%s,%d,%d,%d\n" % row)
 
 
-def main(argv):
-    if len(argv) != 4 or not argv[1].isdigit() or not argv[2].isdigit():
-        print("usage: random_programs.py FIRST_SEED COUNT OUT_DIR", file=sys.stderr)
+def write_seeds(argv, program, prefix):
+    """The command line of a generator of one program per seed (this one and
+    random_lifetimes.py): FIRST_SEED COUNT OUT_DIR, writing OUT_DIR/PREFIX_SEED.csv. Returns the
+    exit status: 2, with the usage on stderr, for arguments that are not two whole numbers (a
+    COUNT of at least 1) and a folder."""
+    name = pathlib.Path(argv[0]).name
+    if len(argv) != 4 or not argv[1].isdigit() or not argv[2].isdigit() or int(argv[2]) == 0:
+        print(f"usage: {name} FIRST_SEED COUNT OUT_DIR (whole numbers, COUNT at least 1)",
+              file=sys.stderr)
         return 2
     first, count, out = int(argv[1]), int(argv[2]), pathlib.Path(argv[3])
     out.mkdir(parents=True, exist_ok=True)
     for seed in range(first, first + count):
-        write(program(seed), out / f"random_{seed:03d}.csv")
+        write(program(seed), out / f"{prefix}_{seed:03d}.csv")
     return 0
 
+
+def main(argv):
+    return write_seeds(argv, program, "random")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

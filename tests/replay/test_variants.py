@@ -41,6 +41,26 @@ def replayable(rows):
     return True
 
 
+def check_seed_command_line(test, generator, prefix, seed):
+    """A generator of one program per seed (random_programs.py, random_lifetimes.py) writes
+    OUT_DIR/PREFIX_SEED.csv for seeds SEED and SEED + 1, and refuses a seed or count that is not
+    a whole number, a count of 0 and a missing folder with its usage."""
+    name = pathlib.Path(generator.__file__).name
+    with tempfile.TemporaryDirectory() as folder:
+        script = [sys.executable, VARIANTS / name]
+        run = subprocess.run(script + [str(seed), "2", folder], capture_output=True, text=True)
+        test.assertEqual(run.returncode, 0, run.stderr)
+        names = sorted(p.name for p in pathlib.Path(folder).iterdir())
+        test.assertEqual(names, [f"{prefix}_{seed:03d}.csv", f"{prefix}_{seed + 1:03d}.csv"])
+        lines = pathlib.Path(folder, f"{prefix}_{seed:03d}.csv").read_text().splitlines()
+        test.assertEqual(lines[0], "op,id,size,stream")
+        test.assertEqual(len(lines) - 1, len(generator.program(seed)))
+        for bad in (["x", "2", folder], ["0", "0", folder], ["1", "2"]):
+            run = subprocess.run(script + bad, capture_output=True, text=True)
+            test.assertEqual(run.returncode, 2, bad)
+            test.assertIn(f"{name} FIRST_SEED COUNT OUT_DIR", run.stderr)
+
+
 SMALL = [("alloc", 0, 3 << 20, 0), ("alloc", 1, 512, 0), ("free", 0, 3 << 20, 0),
          ("alloc", 2, 7 << 20, 0), ("free", 2, 7 << 20, 0)]  # id 1 stays live
 OTHER = [("alloc", 0, 1 << 20, 0), ("free", 0, 1 << 20, 0), ("alloc", 1, 9, 0)]
@@ -546,18 +566,7 @@ class RandomPrograms(unittest.TestCase):
         self.assertGreater(max(peaks), 4 << 30)
 
     def test_the_command_line_writes_one_csv_per_seed(self):
-        with tempfile.TemporaryDirectory() as folder:
-            script = [sys.executable, VARIANTS / "random_programs.py"]
-            run = subprocess.run(script + ["5", "2", folder], capture_output=True, text=True)
-            self.assertEqual(run.returncode, 0, run.stderr)
-            names = sorted(p.name for p in pathlib.Path(folder).iterdir())
-            self.assertEqual(names, ["random_005.csv", "random_006.csv"])
-            lines = pathlib.Path(folder, "random_005.csv").read_text().splitlines()
-            self.assertEqual(lines[0], "op,id,size,stream")
-            self.assertEqual(len(lines) - 1, len(random_programs.program(5)))
-            run = subprocess.run(script + ["x", "2", folder], capture_output=True, text=True)
-            self.assertEqual(run.returncode, 2)
-            self.assertIn("random_programs.py FIRST_SEED COUNT OUT_DIR", run.stderr)
+        check_seed_command_line(self, random_programs, "random", 5)
 
     def test_the_script_refuses_a_count_or_seed_that_is_not_a_whole_number(self):
         # Refused before anything is built or replayed.
@@ -609,19 +618,7 @@ class RandomLifetimes(unittest.TestCase):
         self.assertGreater(ages[len(ages) // 2], 100)
 
     def test_the_command_line_writes_one_csv_per_seed(self):
-        with tempfile.TemporaryDirectory() as folder:
-            script = [sys.executable, VARIANTS / "random_lifetimes.py"]
-            run = subprocess.run(script + ["7", "2", folder], capture_output=True, text=True)
-            self.assertEqual(run.returncode, 0, run.stderr)
-            names = sorted(p.name for p in pathlib.Path(folder).iterdir())
-            self.assertEqual(names, ["lifetimes_007.csv", "lifetimes_008.csv"])
-            lines = pathlib.Path(folder, "lifetimes_007.csv").read_text().splitlines()
-            self.assertEqual(lines[0], "op,id,size,stream")
-            self.assertEqual(len(lines) - 1, len(random_lifetimes.program(7)))
-            for bad in (["x", "2", folder], ["0", "0", folder], ["1", "2"]):
-                run = subprocess.run(script + bad, capture_output=True, text=True)
-                self.assertEqual(run.returncode, 2, bad)
-                self.assertIn("random_lifetimes.py FIRST_SEED COUNT OUT_DIR", run.stderr)
+        check_seed_command_line(self, random_lifetimes, "lifetimes", 7)
 
 
 if __name__ == "__main__":
