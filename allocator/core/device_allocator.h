@@ -247,10 +247,15 @@ class DeviceAllocator {
     return device_reading_.valid && estimated_available() < kNearFullPages * size &&
            size > growth_page(PoolKind::kLarge, /*room=*/false);
   }
+  // cut_pages:True (Note [Cut pages] in pages_of_one_block.cpp): without room, a free page of
+  // the large pool larger than a granule is cut where a request would end inside it.
+  bool cuts_free_pages() const CUDACACHE_REQUIRES(mutex_) {
+    return options_.cut_pages.enabled && !room_before_growth();
+  }
   // Whether serving `request` from the free block `block` may cut a page (page_to_cut says
   // which): a block of more than one granule that is split, in a range with pages of one block,
-  // or in the large pool near a full device. Inline: asked on every cache hit, and false on
-  // nearly all of them.
+  // or in the large pool near a full device or with cut_pages:True. Inline: asked on every
+  // cache hit, and false on nearly all of them.
   bool may_cut_page(const Block* block, const Request& request) const CUDACACHE_REQUIRES(mutex_) {
     if (block->size < 2 * kSmallPage || block->segment->expandable == nullptr ||
         !should_split(request.pool->kind(), block->size, request.size, options_.max_split_size(),
@@ -259,11 +264,12 @@ class DeviceAllocator {
     }
     return block->segment->expandable->has_exclusive_pages() ||
            (request.pool->kind() == PoolKind::kLarge &&
-            page_too_large_near_full(largest_room_page()));
+            (page_too_large_near_full(largest_room_page()) || cuts_free_pages()));
   }
   // The page (its address and itself) that serving `request` from the free block `block` would
-  // cut: one wholly inside the block that the request would end inside, a page of one block or
-  // a page too large near a full device. None for most blocks (no page lookup on a cache hit).
+  // cut: one wholly inside the block that the request would end inside, a page of one block, a
+  // page too large near a full device, or with cut_pages:True any larger than a granule. None for
+  // most blocks (no page lookup on a cache hit).
   std::optional<std::pair<std::uintptr_t, Page>> page_to_cut(const Block* block,
                                                              const Request& request) const
       CUDACACHE_REQUIRES(mutex_);

@@ -70,16 +70,24 @@ std::string describe_oom(const OomReport& r, const Options& options) {
     text +=
         " Free tensors you no longer need (the pages they free can be moved), reduce the "
         "batch size, or register a retry hook that releases memory.";
-    // Free whole granules of larger pages would have been movable in pages of one granule.
+    // Free whole granules of larger pages would have been movable in pages cut where blocks
+    // end (Note [Cut pages]), and in pages of one granule.
     const std::size_t in_larger_pages =
         r.free_in_partial_pages_bytes -
         std::min(r.free_beside_in_use_bytes, r.free_in_partial_pages_bytes);
     if (options.policy.is_cudacache() && options.max_page_size_mb.bytes > kSmallPage &&
         in_larger_pages >= kSmallPage) {
       text += " " + format_size(in_larger_pages) +
-              " of the free memory lies in whole 2 MiB granules of larger pages: with "
-              "CUDACACHE_CONF=max_page_size_mb:2 every page is one granule, so such memory can "
-              "be moved, at one cuMemCreate per 2 MiB.";
+              " of the free memory lies in whole 2 MiB granules of larger pages, which cannot "
+              "move alone:";
+      if (!options.cut_pages.enabled) {
+        text +=
+            " with CUDACACHE_CONF=cut_pages:True a page that a block ends inside is cut once "
+            "the device has no room, at up to three cuMemCreate per cut;";
+      }
+      text +=
+          " with CUDACACHE_CONF=max_page_size_mb:2 every page is one granule, at one "
+          "cuMemCreate per 2 MiB.";
     }
   } else if (r.reserved_unallocated_bytes >= r.requested_bytes) {
     text +=

@@ -252,6 +252,15 @@ std::string PublishStats::parse(std::string_view text) {
 
 std::string PublishStats::to_string() const { return enabled ? "True" : "False"; }
 
+std::string CutPages::parse(std::string_view text) {
+  ExpandableSegments flag;
+  std::string error = flag.parse(text);
+  if (error.empty()) enabled = flag.enabled;
+  return error;
+}
+
+std::string CutPages::to_string() const { return enabled ? "True" : "False"; }
+
 std::string AllocatorPolicy::parse(std::string_view text) {
   if (text == "cudacache") {
     kind = Kind::kCudacache;
@@ -350,6 +359,11 @@ void Options::apply(std::string_view config, RepeatedKeys repeated) {
     report::config(
         "max_page_size_mb applies to cudacache's policy only, not policy:pytorch, in \"" +
         std::string(config) + "\": PyTorch's expandable segments keep their 2 and 20 MiB pages");
+  }
+  if (!updated.policy.is_cudacache() && updated.cut_pages.enabled) {
+    report::config("cut_pages applies to cudacache's policy only, not policy:pytorch, in \"" +
+                   std::string(config) +
+                   "\": PyTorch's expandable segments never cut a page they mapped");
   }
   *this = updated;
 }

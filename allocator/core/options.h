@@ -69,6 +69,14 @@ struct PublishStats {
   std::string to_string() const;
 };
 
+// Whether cudacache's policy cuts, without room, any free page a block would end inside
+// (Note [Cut pages] in pages_of_one_block.cpp).
+struct CutPages {
+  bool enabled = false;
+  std::string parse(std::string_view text);
+  std::string to_string() const;
+};
+
 // Which placement policy: cudacache's own (allocator/README.md, Note [Moving pages]) or
 // PyTorch's CUDACachingAllocator, native or, with expandable_segments:True, expandable.
 struct AllocatorPolicy {

@@ -62,6 +62,18 @@
 //   the peak, CUB 1.0010; `cs336_small` 1.0025 -> 1.0019, CUB 1.0003). At 1 x the page's size
 //   left `cs336_small` kept its 1.0025; at 4 x, a device of 1.02 x its peak took 197 ms of
 //   estimated calls instead of 137 (187 at 2 x) and `qwen7b`'s 443 instead of 328 (328 at 2 x).
+//
+// Note [Cut pages]: with cut_pages:True, once the device has no room (room_before_growth()), a
+// free page of the large pool larger than a granule that a request would end inside is cut
+// there as a page of one block is, whatever made it. By default such a page stays whole, and
+// what is left of it after the block's end can be neither moved nor unmapped while the block
+// lives: on a device of 51 GiB every page is 20 MiB, and one training step of a 2.7B model
+// placed each gradient in part of the memory its freed activations left, so that 1.64 GiB lay
+// in such rests when AdamW's states needed it (1.0321 x its peak, CUB 1.0002; cut, 1.0056; with
+// max_page_size_mb:2, 1.0048). Not the default, for its calls near the limit: on the real traces
+// at 1.02 x their peak, 1,687 -> 4,401 ms of estimated calls (cuts cascade: each rest is a page
+// of one block, cut again at its next reuse by a smaller block), where pages of one granule
+// cost 14,180; while the device has room it changes nothing (bench/POLICY.md, "Cut pages").
 #include "device_allocator.h"
 
 #include "error_report.h"
@@ -100,8 +112,14 @@ std::optional<std::pair<std::uintptr_t, Page>> DeviceAllocator::page_to_cut(
   // page of one block, or a page too large for a device this full.
   const auto cut = block->segment->expandable->page_across(block->address + request.size);
   if (!cut || cut->first < block->address ||
-      cut->first + cut->second.size > block->address + block->size ||
-      (!cut->second.exclusive && !page_too_large_near_full(cut->second.size))) {
+      cut->first + cut->second.size > block->address + block->size) {
+    return std::nullopt;
+  }
+  // A shared page: near a full device when larger than one made now, and with cut_pages:True
+  // without room when larger than a granule (Note [Cut pages]).
+  if (!cut->second.exclusive && !page_too_large_near_full(cut->second.size) &&
+      !(cut->second.size > kSmallPage && request.pool->kind() == PoolKind::kLarge &&
+        cuts_free_pages())) {
     return std::nullopt;
   }
   return cut;

@@ -896,11 +896,14 @@ TEST_F(CudacachePolicy, OutOfMemoryTellsFreeGranulesOfLargerPagesFromGranulesSha
 
 // max_page_size_mb: free whole granules of a 4 MiB page that also holds a live block cannot
 // move, and the out-of-memory message says that pages of one granule would have freed them;
-// with max_page_size_mb:2 the same program fits, the freed granule moved to the request.
+// with max_page_size_mb:2 the same program fits, the freed granule moved to the request. The
+// page was made with room, which cut_pages:True leaves whole: the program runs out of memory
+// with it too, and the message then suggests only max_page_size_mb:2.
 TEST_F(CudacachePolicy, OutOfMemorySuggestsPagesOfOneGranuleWhereLargerPagesHoldFreeGranules) {
-  for (const char* config : {"", "max_page_size_mb:2"}) {
+  for (const char* config : {"", "cut_pages:True", "max_page_size_mb:2"}) {
     SCOPED_TRACE(config);
     const bool granules = std::string(config) == "max_page_size_mb:2";
+    const bool cuts = std::string(config) == "cut_pages:True";
     ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);  // room: pages of 4 MiB by default
     DeviceAllocator allocator(0, Options(config));
     void* a = allocator.allocate(3 * kMiB, nullptr);  // [0, 3) in the page [0, 4)
@@ -916,9 +919,17 @@ TEST_F(CudacachePolicy, OutOfMemorySuggestsPagesOfOneGranuleWhereLargerPagesHold
       EXPECT_EQ(error.report().free_beside_in_use_bytes, 2 * kMiB);
       const std::string message = error.what();
       EXPECT_NE(message.find("2.00 MiB of the free memory lies in whole 2 MiB granules of larger "
-                             "pages: with CUDACACHE_CONF=max_page_size_mb:2 every page is one "
-                             "granule"),
+                             "pages, which cannot move alone:"),
                 std::string::npos)
+          << message;
+      EXPECT_NE(message.find("with CUDACACHE_CONF=max_page_size_mb:2 every page is one granule"),
+                std::string::npos)
+          << message;
+      // The pages here were made with room, which cut_pages leaves whole: it is suggested only
+      // where it is not set.
+      EXPECT_EQ(message.find("with CUDACACHE_CONF=cut_pages:True a page that a block ends inside "
+                             "is cut once the device has no room") == std::string::npos,
+                cuts)
           << message;
     }
     if (c != nullptr) allocator.deallocate(c);

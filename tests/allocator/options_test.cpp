@@ -197,6 +197,30 @@ TEST(Options, MaxPageSizeIsWholeGranulesForCudacachesPolicyOnly) {
   EXPECT_NO_THROW(Options("policy:pytorch,max_page_size_mb:unlimited"));
 }
 
+// cut_pages (Note [Cut pages]): True or False, for cudacache's policy only.
+TEST(Options, CutPagesIsAFlagForCudacachesPolicyOnly) {
+  EXPECT_FALSE(Options().cut_pages.enabled);
+  EXPECT_TRUE(Options("cut_pages:True").cut_pages.enabled);
+  EXPECT_TRUE(Options("cut_pages:true").cut_pages.enabled);
+  EXPECT_FALSE(Options("cut_pages:False").cut_pages.enabled);
+  EXPECT_TRUE(Options(Options("cut_pages:True").to_config_string()).cut_pages.enabled);
+  for (const char* config : {"cut_pages:1", "cut_pages:", "cut_pages:yes", "cut_pages:TRUE"}) {
+    const std::string message = config_error(config);
+    EXPECT_NE(message.find("for cut_pages: expected True or False"), std::string::npos)
+        << config << ": " << message;
+  }
+  for (const char* config :
+       {"policy:pytorch,cut_pages:True", "expandable_segments:True,cut_pages:True"}) {
+    const std::string message = config_error(config);
+    EXPECT_NE(message.find("cut_pages applies to cudacache's policy only"), std::string::npos)
+        << config << ": " << message;
+  }
+  Options pytorch("policy:pytorch");
+  EXPECT_THROW(pytorch.apply("cut_pages:True"), Error);
+  EXPECT_FALSE(pytorch.cut_pages.enabled);  // unchanged by the refused string
+  EXPECT_NO_THROW(Options("policy:pytorch,cut_pages:False"));
+}
+
 TEST(Options, TheLargestSplitSizeIsAPositiveStat) {
   const Options options("max_split_size_mb:8796093022207");
   EXPECT_EQ(options.max_split_size(), std::size_t{8796093022207} << 20);

@@ -301,6 +301,71 @@ TEST_F(PagesOfOneBlock, ALargePageMadeWithRoomIsLeftWholeFarFromTheLimit) {
   for (void* block : {ending, filler, kept}) allocator.deallocate(block);
 }
 
+// cut_pages:True (Note [Cut pages]): without room, the shared page a block ends inside is cut
+// far from the limit too, and its free rest is a page of its own. Here that rest is what a
+// request on a full device lacks: by default it stays in the page beside the block's end and
+// the request runs out of memory; cut, the rest moves to it.
+TEST_F(PagesOfOneBlock, WithCutPagesTheRestOfAPageABlockEndsInsideCanMoveWithoutRoom) {
+  for (const char* config : {"policy:cudacache", "policy:cudacache,cut_pages:True"}) {
+    SCOPED_TRACE(config);
+    const bool cuts = std::string(config).find("cut_pages:True") != std::string::npos;
+    ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);  // with room: 4 MiB pages (1/512)
+    const ScopedStream other;
+    {
+      DeviceAllocator allocator(0, Options(config));
+      void* freed = allocator.allocate(8 * kMiB, nullptr);  // two 4 MiB pages
+      void* kept = allocator.allocate(2 * kMiB, nullptr);   // a third, so the range ends in use
+      allocator.deallocate(freed);
+      void* filler = allocator.allocate(1880 * kMiB, other);  // 156 MiB left: no room, not full
+
+      cudasim_call_counts before = sim_calls();
+      void* ending = allocator.allocate(5 * kMiB, nullptr);  // ends 1 MiB into the second page
+      const cudasim_call_counts counts = sim_calls();
+      // Cut: unmapped, released, and replaced by the granule that holds the block's end and
+      // the 2 MiB after it. By default left whole.
+      EXPECT_EQ(counts.unmap, before.unmap + (cuts ? 1 : 0));
+      EXPECT_EQ(counts.release, before.release + (cuts ? 1 : 0));
+      EXPECT_EQ(counts.create, before.create + (cuts ? 2 : 0));
+      ASSERT_EQ(cudaMemset(ending, 6, 5 * kMiB), cudaSuccess);
+
+      // All the device has left and 2 MiB more: the granule after the block's end.
+      const std::size_t left = 2048 * kMiB - sim_counters().in_use_bytes;
+      void* last = nullptr;
+      try {
+        last = allocator.allocate(left + 2 * kMiB, other);
+        EXPECT_TRUE(cuts) << "expected an out-of-memory error";
+        ASSERT_EQ(cudaMemset(last, 7, left + 2 * kMiB), cudaSuccess);
+      } catch (const OutOfMemoryError& error) {
+        EXPECT_FALSE(cuts) << error.what();
+        // The 3 MiB after the block's end, and the 2 MiB beside `kept` in its 4 MiB page.
+        EXPECT_EQ(error.report().free_in_partial_pages_bytes, 5 * kMiB);
+      }
+      EXPECT_LE(sim_counters().in_use_bytes, 2048 * kMiB);
+      EXPECT_EQ(static_cast<std::uint64_t>(reserved(allocator.stats())),
+                sim_counters().in_use_bytes);
+      EXPECT_TRUE(holds(ending, 5 * kMiB, 6));
+      if (last != nullptr) allocator.deallocate(last);
+      for (void* block : {ending, filler, kept}) allocator.deallocate(block);
+    }
+    EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+  }
+}
+
+// With room cut_pages changes nothing: the page is left whole, as by default.
+TEST_F(PagesOfOneBlock, WithCutPagesAPageIsLeftWholeWhileTheDeviceHasRoom) {
+  ASSERT_EQ(cudasim_set_capacity(0, 2048 * kMiB), 0);
+  DeviceAllocator allocator(0, Options("cut_pages:True"));
+  void* freed = allocator.allocate(8 * kMiB, nullptr);
+  void* kept = allocator.allocate(2 * kMiB, nullptr);
+  allocator.deallocate(freed);
+  const cudasim_call_counts before = sim_calls();
+  void* ending = allocator.allocate(5 * kMiB, nullptr);  // 12 MiB of 2 GiB in use: room
+  const cudasim_call_counts counts = sim_calls();
+  EXPECT_EQ(counts.unmap, before.unmap);
+  EXPECT_EQ(counts.create, before.create);
+  for (void* block : {ending, kept}) allocator.deallocate(block);
+}
+
 // On a device of 64 GiB a growth with room creates pages of up to 64 MiB (Note [Fewer pages
 // with room]), more than the 20 MiB that "near full" is otherwise judged by: such a page is cut
 // once the device has less than twice its size left, here 100 MiB. The rest of the page is then a

@@ -1,8 +1,8 @@
 // Fuzzer: an op language that drives a DeviceAllocator on cudasim and checks, after every op,
 // what must always hold. The input is a program:
 //   byte 0: configuration (every policy, with and without max_split_size_mb, roundup,
-//           garbage collection, a memory fraction, history, a largest page) and the device
-//           (0 or 1);
+//           garbage collection, a memory fraction, history, a largest page, cut pages) and the
+//           device (0 or 1);
 //   byte 1: the device's capacity (32 MiB, 128 MiB or 512 MiB);
 //   then ops, one byte each plus operands: allocate (size class and size, stream), free,
 //   record_stream, empty_cache, fail the next device allocation, change the capacity, turn on a
@@ -39,7 +39,7 @@ using cudacache::MemoryStats;
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kMaxLive = 48;
 
-constexpr std::array<const char*, 12> kConfigurations = {
+constexpr std::array<const char*, 13> kConfigurations = {
     "policy:pytorch",
     "policy:pytorch,expandable_segments:True",
     "",  // cudacache's policy, the default
@@ -53,6 +53,7 @@ constexpr std::array<const char*, 12> kConfigurations = {
     "garbage_collection_threshold:0.6,per_process_memory_fraction:0.8",
     "max_page_size_mb:2",
     "max_page_size_mb:6,per_process_memory_fraction:0.75",
+    "cut_pages:True",
 };
 constexpr std::array<std::size_t, 3> kCapacities = {32 * kMiB, 128 * kMiB, 512 * kMiB};
 
