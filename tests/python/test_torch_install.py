@@ -503,6 +503,8 @@ class PyTorchAllocConfPlanTest(unittest.TestCase):
         for value, expected in (("max_split_size_mb:128,bogus:1", "unknown key 'bogus'"),
                                 ("record_history:10", "'record_history' is a cudacache option"),
                                 ("max_page_size_mb:2", "'max_page_size_mb' is a cudacache option"),
+                                ("cut_pages:True", "'cut_pages' is a cudacache option"),
+                                ("publish_stats:False", "'publish_stats' is a cudacache option"),
                                 ("max_split_size_mb", "malformed entry 'max_split_size_mb'"),
                                 ("backend:other", "unknown backend 'other'")):
             with self.subTest(value=value):

@@ -129,7 +129,7 @@ PYTORCH_CONF_KEYS = (PYTORCH_CONF_PASSED + PYTORCH_CONF_HOST + tuple(PYTORCH_CON
                      + ("backend",))
 # cudacache's own options that PyTorch does not know (PyTorch rejects them in its variable).
 CUDACACHE_ONLY_KEYS = ("policy", "record_history", "record_stacks", "detect_growth",
-                       "max_page_size_mb")
+                       "max_page_size_mb", "cut_pages", "publish_stats")
 
 
 _lock = threading.RLock()
