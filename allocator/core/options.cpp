@@ -229,37 +229,37 @@ std::string MemoryFraction::parse(std::string_view text) {
 
 std::string MemoryFraction::to_string() const { return is_set() ? format_double(value) : "unset"; }
 
-std::string ExpandableSegments::parse(std::string_view text) {
+namespace {
+
+// The True/False options: PyTorch's spelling, and its lower-case form.
+std::string parse_true_or_false(std::string_view text, bool* enabled) {
   if (text == "False" || text == "false") {
-    enabled = false;
+    *enabled = false;
     return {};
   }
   if (text == "True" || text == "true") {
-    enabled = true;
+    *enabled = true;
     return {};
   }
   return "True or False";
 }
 
-std::string ExpandableSegments::to_string() const { return enabled ? "True" : "False"; }
+std::string true_or_false(bool enabled) { return enabled ? "True" : "False"; }
+
+}  // namespace
+
+std::string ExpandableSegments::parse(std::string_view text) {
+  return parse_true_or_false(text, &enabled);
+}
+std::string ExpandableSegments::to_string() const { return true_or_false(enabled); }
 
 std::string PublishStats::parse(std::string_view text) {
-  ExpandableSegments flag;
-  std::string error = flag.parse(text);
-  if (error.empty()) enabled = flag.enabled;
-  return error;
+  return parse_true_or_false(text, &enabled);
 }
+std::string PublishStats::to_string() const { return true_or_false(enabled); }
 
-std::string PublishStats::to_string() const { return enabled ? "True" : "False"; }
-
-std::string CutPages::parse(std::string_view text) {
-  ExpandableSegments flag;
-  std::string error = flag.parse(text);
-  if (error.empty()) enabled = flag.enabled;
-  return error;
-}
-
-std::string CutPages::to_string() const { return enabled ? "True" : "False"; }
+std::string CutPages::parse(std::string_view text) { return parse_true_or_false(text, &enabled); }
+std::string CutPages::to_string() const { return true_or_false(enabled); }
 
 std::string AllocatorPolicy::parse(std::string_view text) {
   if (text == "cudacache") {
