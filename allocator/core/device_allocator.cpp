@@ -241,7 +241,8 @@ Block* DeviceAllocator::find_or_create_block(Request& request) {
   }
   release_cached_blocks(/*keep_pages=*/policy_ == PlacementPolicy::kCudacache);
   if (Block* block = grow(request, true)) return block;
-  return take_cached(request);  // Note [Search after release]
+  if (Block* block = take_cached(request)) return block;  // Note [Search after release]
+  return policy_ == PlacementPolicy::kCudacache ? take_other_pools_hole(request) : nullptr;
 }
 
 Block* DeviceAllocator::take_cached(const Request& request) {
@@ -427,8 +428,10 @@ void DeviceAllocator::release_allocation(Block* block) {
   MemoryStats& stats = stats_.values();
   const PoolKind kind = block->segment->pool;
   block->allocated = false;
-  // What it leaves behind is a long-lived hole if it lived long (Note [Lifetime classes]).
-  block->long_lived_hole = block->context != 0 && lifetimes_.freed(block->context, block->born);
+  // What it leaves behind is a long-lived hole if it lived long (Note [Lifetime classes]): a
+  // mark only the large pool places by (a large request in a small-pool hole still teaches).
+  const bool lived_long = block->context != 0 && lifetimes_.freed(block->context, block->born);
+  block->long_lived_hole = lived_long && kind == PoolKind::kLarge;
   record_event(HistoryAction::kFreeRequested, block->address, block->requested_size, block->size, 0,
                block->stream);
   DeviceStats::decrease(stats.allocation, kind, 1);

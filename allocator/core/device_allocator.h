@@ -201,6 +201,13 @@ class DeviceAllocator {
   // Without room, a request under a granule that the small pool cannot serve takes a large-pool
   // hole it nearly fills (Note [Blocks under a granule]); request.pool becomes the large pool.
   Block* take_hole_under_granule(Request& request) CUDACACHE_REQUIRES(mutex_);
+  // The ladder's last rung: a request that nothing else serves takes the smallest free block of
+  // the other pool on its stream that may serve it (Note [The other pool's holes]);
+  // request.pool becomes that pool.
+  Block* take_other_pools_hole(Request& request) CUDACACHE_REQUIRES(mutex_);
+  // `hole`, a large-pool free block, for a small-pool request: request.pool becomes the large
+  // pool while a block is returned.
+  Block* take_large_hole(Block* hole, Request& request) CUDACACHE_REQUIRES(mutex_);
   // The unmapped stretch whose growth needs the fewest new bytes, or nullptr.
   Block* most_free_growth_site(const Request& request) CUDACACHE_REQUIRES(mutex_);
   // Unmaps whole free pages elsewhere into moved_pages_ for the chain from `candidate` (when

@@ -1049,6 +1049,98 @@ TEST_F(CudacachePolicy, WithoutRoomABlockUnderAGranuleTakesALargeHoleItNearlyFil
   run(std::size_t{1} << 30, 3 * kMiB, false);  // room
 }
 
+// Note [The other pool's holes]: at the end of the out-of-memory ladder, with the device full and
+// no whole free page to move, a request takes a free block of the other pool on its stream
+// rather than run out of memory: a small request a large-pool hole, a large request a
+// small-pool one. memory_stats() counts the block in the pool whose range holds it, and it goes
+// back there when freed.
+class OtherPoolsHoles : public CudacachePolicy {
+ protected:
+  static constexpr std::size_t kKiB = 1024;
+  // A device of 64 MiB with no room: a first block of 40 MiB takes a page of its own.
+  void SetUp() override {
+    CudacachePolicy::SetUp();
+    ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+    allocator_.emplace(0, options());
+    kept_.push_back(allocator_->allocate(40 * kMiB, nullptr));
+  }
+  void TearDown() override {
+    for (void* block : kept_) allocator_->deallocate(block);
+    allocator_->empty_cache();
+    EXPECT_EQ(reserved(allocator_->stats()), 0);
+    allocator_.reset();
+    CudacachePolicy::TearDown();
+  }
+  void* keep(std::size_t size) {
+    kept_.push_back(allocator_->allocate(size, nullptr));
+    return kept_.back();
+  }
+  void free_kept(void* block) {
+    kept_.erase(std::find(kept_.begin(), kept_.end(), block));
+    allocator_->deallocate(block);
+  }
+  // The device left exactly as full as what the allocator has mapped.
+  void fill_device() {
+    ASSERT_EQ(cudasim_set_capacity(0, static_cast<std::size_t>(reserved(allocator_->stats()))), 0);
+  }
+  std::optional<DeviceAllocator> allocator_;
+  std::vector<void*> kept_;
+};
+
+TEST_F(OtherPoolsHoles, ASmallRequestTakesALargePoolHole) {
+  for (int i = 0; i < 4; ++i) keep(512 * kKiB);  // the small pool's one page, full
+  keep(3 * kMiB);
+  void* hole = keep(5 * kMiB / 2);  // in two pages it shares with the blocks around it
+  keep(3 * kMiB);
+  fill_device();
+  free_kept(hole);
+  const MemoryStats before = allocator_->stats();
+  void* small = allocator_->allocate(256 * kKiB, nullptr);
+  const MemoryStats stats = allocator_->stats();
+  EXPECT_EQ(stats.num_ooms, 0);
+  EXPECT_EQ(reserved(stats), reserved(before));  // no page created: the device is full
+  EXPECT_EQ(stats.allocated_bytes[kSmallPool].current, before.allocated_bytes[kSmallPool].current);
+  EXPECT_EQ(stats.allocated_bytes[kLargePool].current,
+            before.allocated_bytes[kLargePool].current + static_cast<std::int64_t>(256 * kKiB));
+  EXPECT_EQ(cudaMemset(small, 1, 256 * kKiB), cudaSuccess);
+  allocator_->deallocate(small);
+  // Back in the large pool, where the hole is whole again.
+  EXPECT_EQ(allocator_->allocate(5 * kMiB / 2, nullptr), hole);
+  EXPECT_EQ(allocator_->stats().num_ooms, 0);
+  kept_.push_back(hole);
+  // A small-pool request larger than every free block (1.5 MiB at the end of the large pool's
+  // last page) still runs out of memory.
+  EXPECT_THROW(allocator_->allocate(2 * kMiB - 512, nullptr), OutOfMemoryError);
+}
+
+TEST_F(OtherPoolsHoles, ALargeRequestTakesASmallPoolHole) {
+  // In the small pool's range (blocks under a granule are the small pool's): 1 MiB, then two
+  // blocks of 1.45 MiB that, freed, leave 2.9 MiB free over two pages shared with the blocks
+  // around them, then 100 KiB.
+  keep(1 * kMiB);
+  void* first = keep(1485 * kKiB);
+  void* second = keep(1485 * kKiB);
+  keep(100 * kKiB);
+  fill_device();
+  free_kept(first);
+  free_kept(second);
+  const MemoryStats before = allocator_->stats();
+  void* large = allocator_->allocate(5 * kMiB / 2, nullptr);
+  const MemoryStats stats = allocator_->stats();
+  EXPECT_EQ(large, first);
+  EXPECT_EQ(stats.num_ooms, 0);
+  EXPECT_EQ(reserved(stats), reserved(before));
+  EXPECT_EQ(stats.allocated_bytes[kLargePool].current, before.allocated_bytes[kLargePool].current);
+  EXPECT_EQ(stats.allocated_bytes[kSmallPool].current,
+            before.allocated_bytes[kSmallPool].current + static_cast<std::int64_t>(5 * kMiB / 2));
+  EXPECT_EQ(cudaMemset(large, 1, 5 * kMiB / 2), cudaSuccess);
+  allocator_->deallocate(large);
+  EXPECT_EQ(allocator_->stats().allocated_bytes[kSmallPool].current,
+            before.allocated_bytes[kSmallPool].current);
+  // A large request larger than every free block still runs out of memory.
+  EXPECT_THROW(allocator_->allocate(3 * kMiB, nullptr), OutOfMemoryError);
+}
+
 TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {
   ASSERT_EQ(cudasim_set_vmm_supported(0, 0), 0);
   DeviceAllocator allocator(0, options());
