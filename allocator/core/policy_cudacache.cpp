@@ -322,12 +322,12 @@
 // again) the alternative is an out-of-memory error. So a request then takes the smallest free
 // block of the other pool on its stream that may serve it (take_other_pools_hole): a small
 // request a hole among large blocks, a large request a free stretch of the small pool's range
-// that no whole page lies in. The block counts in the keys of the pool whose range holds it and
-// goes back to that pool when freed; it is taken before the retry hooks run, as a cached block
-// would be. Near the limit a program's free memory often lies in the wrong pool: one step below
-// its smallest device, `bert` ran out of memory asking for 1 MiB with 4.5 MiB free in the large
-// pool's shared pages. Measured side by side on the 11 real traces, bench/variants.sh's 21,
-// the 40 snapshots of bench/snapshots.sh and 200 random programs (smallest devices; nothing
+// (blocks of 1-2 MiB freed side by side). The block counts in the keys of the pool whose range
+// holds it and goes back to that pool when freed; it is taken before the retry hooks run, as a
+// cached block would be. Near the limit a program's free memory often lies in the wrong pool: one
+// step below its smallest device, `bert` ran out of memory asking for 1 MiB with 4.5 MiB free in
+// the large pool's shared pages. Measured side by side on the 11 real traces, bench/variants.sh's
+// 21, the 40 snapshots of bench/snapshots.sh and 200 random programs (smallest devices; nothing
 // else can change): `bert` 1.0020 -> 1.0011 x its peak (CUB's 1.0011) and its snapshot the
 // same, three random programs 1.1773 / 1.0258 / 1.0519 -> 1.0961 / 1.0076 / 1.0369 (a large
 // request served from the small pool in each), no trace more.
