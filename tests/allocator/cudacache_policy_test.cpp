@@ -1141,6 +1141,22 @@ TEST_F(OtherPoolsHoles, ALargeRequestTakesASmallPoolHole) {
   EXPECT_THROW(allocator_->allocate(3 * kMiB, nullptr), OutOfMemoryError);
 }
 
+// PyTorch's policies keep the pools apart to the end, as PyTorch does: the same full device runs
+// out of memory for a small request while the large pool's page has free memory.
+TEST_F(CudacachePolicy, PyTorchsExpandableSegmentsKeepThePoolsApartToTheEnd) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  DeviceAllocator allocator(0, Options("expandable_segments:True"));
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(allocator.allocate(512 * 1024, nullptr));
+  blocks.push_back(allocator.allocate(3 * kMiB, nullptr));  // a 20 MiB page, 17 MiB of it free
+  ASSERT_EQ(cudasim_set_capacity(0, static_cast<std::size_t>(reserved(allocator.stats()))), 0);
+  EXPECT_GE(allocator.stats().reserved_bytes[kLargePool].current -
+                allocator.stats().allocated_bytes[kLargePool].current,
+            static_cast<std::int64_t>(16 * kMiB));
+  EXPECT_THROW(allocator.allocate(256 * 1024, nullptr), OutOfMemoryError);
+  for (void* block : blocks) allocator.deallocate(block);
+}
+
 TEST_F(CudacachePolicy, WithoutVmmItIsPyTorchsNativePolicy) {
   ASSERT_EQ(cudasim_set_vmm_supported(0, 0), 0);
   DeviceAllocator allocator(0, options());
