@@ -205,9 +205,9 @@ class DeviceAllocator {
   // the other pool on its stream that may serve it (Note [The other pool's holes]);
   // request.pool becomes that pool.
   Block* take_other_pools_hole(Request& request) CUDACACHE_REQUIRES(mutex_);
-  // `hole`, a large-pool free block, for a small-pool request: request.pool becomes the large
-  // pool while a block is returned.
-  Block* take_large_hole(Block* hole, Request& request) CUDACACHE_REQUIRES(mutex_);
+  // `hole`, a free block of `pool` (not the request's own), for the request: request.pool
+  // becomes `pool` while a block is returned (a page it ends inside may be cut first).
+  Block* take_hole_of(BlockPool& pool, Block* hole, Request& request) CUDACACHE_REQUIRES(mutex_);
   // The unmapped stretch whose growth needs the fewest new bytes, or nullptr.
   Block* most_free_growth_site(const Request& request) CUDACACHE_REQUIRES(mutex_);
   // Unmaps whole free pages elsewhere into moved_pages_ for the chain from `candidate` (when

@@ -579,31 +579,27 @@ Block* DeviceAllocator::take_hole_under_granule(Request& request) {
   Block* hole = large_pool_.smallest_fit(request.stream, request.size);
   if (hole == nullptr || hole->size - request.size >= kSmallPage) return nullptr;
   if (device_has_room(round_up(request.size, kSmallPage))) return nullptr;
-  return take_large_hole(hole, request);
+  return take_hole_of(large_pool_, hole, request);
 }
 
 Block* DeviceAllocator::take_other_pools_hole(Request& request) {
   // See Note [The other pool's holes].
-  const bool small = request.pool == &small_pool_;
-  BlockPool& other = small ? large_pool_ : small_pool_;
+  BlockPool& other = request.pool == &small_pool_ ? large_pool_ : small_pool_;
   Block* hole = other.smallest_fit(request.stream, request.size);
   if (hole == nullptr || !may_serve(hole->size, request.size, options_.max_split_size())) {
     return nullptr;
   }
-  if (small) return take_large_hole(hole, request);
-  small_pool_.reserve_host_memory();  // the split that follows (Note [Host memory runs out])
-  small_pool_.erase(hole);
-  request.pool = &small_pool_;
-  return hole;
+  return take_hole_of(other, hole, request);
 }
 
-Block* DeviceAllocator::take_large_hole(Block* hole, Request& request) {
-  large_pool_.reserve_host_memory();  // the split that follows (Note [Host memory runs out])
-  large_pool_.erase(hole);
-  request.pool = &large_pool_;
+Block* DeviceAllocator::take_hole_of(BlockPool& pool, Block* hole, Request& request) {
+  BlockPool* const own = request.pool;
+  pool.reserve_host_memory();  // the split that follows (Note [Host memory runs out])
+  pool.erase(hole);
+  request.pool = &pool;
   Block* block = may_cut_page(hole, request) ? fit_own_pages(hole, request) : hole;
-  // Without a block, the growths that follow are still the small pool's.
-  if (block == nullptr) request.pool = &small_pool_;
+  // Without a block, the growths that follow are still the request's own pool's.
+  if (block == nullptr) request.pool = own;
   return block;
 }
 
