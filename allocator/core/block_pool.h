@@ -147,14 +147,19 @@ class BlockPool {
     if (spare_.size() >= kSpareBlocks && free_.host_memory_reserved(insertions)) return;
     reserve_host_memory_now(insertions);
   }
+  // For an allocation served from this pool: its split's remainder, and before it the free
+  // block that a cache hit puts back when it takes another rather than cut a page (Note [Pages
+  // of one block]). Two insertions may split two full leaves of the free index.
+  void reserve_host_memory_for_allocation() { reserve_host_memory(kAllocationInsertions); }
   // ... and nodes for the unmapped index: before pages are mapped or unmapped, or a range is
-  // reserved (the only calls that insert unmapped stretches).
+  // reserved (the only calls that insert unmapped stretches). Unmapping the middle of a free
+  // block inserts the mapped parts before and after it: two insertions.
   void reserve_host_memory_for_pages() {
     if (spare_unmapped_nodes_.size() >= kSpareUnmappedNodes) {
-      reserve_host_memory();
+      reserve_host_memory(kPageInsertions);
       return;
     }
-    reserve_host_memory_now(1);
+    reserve_host_memory_now(kPageInsertions);
   }
 
  private:
@@ -188,6 +193,8 @@ class BlockPool {
   // splits a range's stretch around its pages; moves and teardowns that need more fall back to
   // allocating, as before).
   static constexpr std::size_t kSpareBlocks = 8;
+  static constexpr std::size_t kPageInsertions = 2;
+  static constexpr std::size_t kAllocationInsertions = 2;
   static constexpr std::size_t kSpareUnmappedNodes = 4;
 
   PoolKind kind_;

@@ -182,7 +182,7 @@ void* DeviceAllocator::allocate(std::size_t size, cudaStream_t stream) {
   request.stream = stream;
   request.pool = &pool_for_request(request.size);
   // Note [Host memory runs out]. A growth's maps and moves' unmaps reserve their own pool's.
-  request.pool->reserve_host_memory();
+  request.pool->reserve_host_memory_for_allocation();
   // Note [Lifetime classes]: only the large pool's blocks are placed by lifetime.
   if (policy_ == PlacementPolicy::kCudacache && request.pool == &large_pool_) {
     request.context = lifetimes_.context(request.size, stream);

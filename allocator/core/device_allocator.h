@@ -382,6 +382,9 @@ class DeviceAllocator {
   // insertions will need (spare blocks and nodes, BlockPool::reserve_host_memory), so that a
   // bad_alloc comes before any change, and the growths undo their device calls when their
   // bookkeeping throws: the call fails with bad_alloc, and no block or device memory is lost.
+  // Each insertion may split a full leaf of the free index, and any number of leaves may be
+  // full: the reserve counts its insertions (FreeIndex::splits_for; until 2026-12-07 it kept one
+  // spare leaf for up to 62, and an allocation reserved for one insertion where it may make two).
   void reserve_host_memory(std::size_t insertions = 1) CUDACACHE_REQUIRES(mutex_);
   void* finish_allocation(Block* block, const Request& request) CUDACACHE_REQUIRES(mutex_);
   void release_allocation(Block* block) CUDACACHE_REQUIRES(mutex_);

@@ -167,9 +167,11 @@ class FreeIndex {
   }
   // Whether the next `insertions` insertions allocate nothing: spare leaves for their splits,
   // and room for them among the leaves (Note [Host memory runs out] in device_allocator.h).
-  // A split leaves two halves, so each split after the first takes kLeafCapacity / 2 more.
-  static std::size_t splits_for(std::size_t insertions) {
-    return 1 + insertions / (kLeafCapacity / 2);
+  // Any number of leaves may be full at once, each split by the next insertion into it, so
+  // each leaf now in the index may split once; a split leaves two halves, so each further
+  // split takes kLeafCapacity / 2 more insertions.
+  std::size_t splits_for(std::size_t insertions) const {
+    return std::min(insertions, leaves_.size()) + insertions / (kLeafCapacity / 2);
   }
   // Every spare leaf has its room among the leaves (capacity - size >= spares: a split takes
   // one of each, a leaf that goes gives back one of each), so the spares alone tell.

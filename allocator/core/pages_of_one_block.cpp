@@ -214,7 +214,16 @@ bool DeviceAllocator::cut_own_page(Block* block, std::uintptr_t address, std::si
   for (const std::size_t part : parts) {
     if (part != 0) planned_pages_.push_back(part);  // within the room reserved above
   }
-  map_block(unmapped, bytes);  // a full device leaves the rest unmapped: the device has it
+  // A full device leaves the rest unmapped: the device has it. When nothing was mapped, the
+  // stretch split off above joins the one before it again: a range with nothing mapped must be
+  // one block for empty_cache to give it back.
+  map_block(unmapped, bytes);
+  if (!unmapped->mapped && unmapped->prev != nullptr && !unmapped->prev->mapped) {
+    Block* before = unmapped->prev;
+    pool.erase(before);
+    try_merge(before, unmapped, pool);
+    pool.insert(before);
+  }
   return true;
 }
 

@@ -594,7 +594,7 @@ Block* DeviceAllocator::take_other_pools_hole(Request& request) {
 
 Block* DeviceAllocator::take_hole_of(BlockPool& pool, Block* hole, Request& request) {
   BlockPool* const own = request.pool;
-  pool.reserve_host_memory();  // the split that follows (Note [Host memory runs out])
+  pool.reserve_host_memory_for_allocation();  // Note [Host memory runs out]
   pool.erase(hole);
   request.pool = &pool;
   Block* block = may_cut_page(hole, request) ? fit_own_pages(hole, request) : hole;

@@ -137,7 +137,14 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
   auto undo = [&](std::size_t count) {
     std::uintptr_t at = address;
     for (std::size_t i = 0; i < count; ++i) {
-      backend_.unmap(at, pages[i].size);
+      // A second failure: the caller still releases the page's handle, and its memory stays
+      // mapped at `at`, outside the index, until the process ends. Said, not hidden.
+      if (const cudaError_t error = backend_.unmap(at, pages[i].size); error != cudaSuccess) {
+        logger().error(
+            "device {}: unmapping the page at {:#x} after a failed map failed: {}; its "
+            "{} bytes stay mapped",
+            backend_.device(), at, device_api::error_string(error), pages[i].size);
+      }
       at += pages[i].size;
     }
   };

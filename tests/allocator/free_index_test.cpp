@@ -1,17 +1,34 @@
 // FreeIndex (allocator/core/free_index.h) against std::set in the same order: the same blocks,
 // in the same order, found by the same searches, through random insertions and removals that
-// grow the index to thousands of blocks (leaves split, join and even out) and shrink it again.
+// grow the index to thousands of blocks (leaves split, join and even out) and shrink it again;
+// and its reserve of host memory, which this binary observes through its own aligned operator
+// new (the leaves are aligned to their size).
 #include "free_index.h"
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <random>
 #include <set>
 #include <vector>
+
+namespace {
+long g_aligned_news = 0;  // aligned operator new calls so far: a leaf each
+}  // namespace
+
+void* operator new(std::size_t bytes, std::align_val_t alignment) {
+  ++g_aligned_news;
+  const auto align = static_cast<std::size_t>(alignment);
+  if (void* memory = std::aligned_alloc(align, (bytes + align - 1) / align * align)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory, std::align_val_t) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t, std::align_val_t) noexcept { std::free(memory); }
 
 namespace cudacache {
 namespace {
@@ -193,6 +210,45 @@ TEST(FreeIndex, MatchesAnOrderedSetThroughRandomChanges) {
   }
   ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
   EXPECT_TRUE(index.empty());
+}
+
+// Note [Host memory runs out]: leaves fill to kLeafCapacity and split at the next insertion, so
+// several may be full at once. With the reserve for two insertions made, two insertions that
+// split two full leaves allocate nothing. (The reserve counted one split for the first
+// kLeafCapacity / 2 insertions, so the second split allocated its leaf.)
+TEST(FreeIndex, ReservedInsertionsSplitSeveralFullLeavesWithoutAllocating) {
+  constexpr std::size_t kCapacity = FreeIndex::kLeafCapacity;
+  std::vector<std::unique_ptr<Block>> blocks;
+  const auto make = [&](std::uintptr_t address) {
+    blocks.push_back(std::make_unique<Block>());
+    blocks.back()->size = 512;  // one stream, size and segment: ordered by address
+    blocks.back()->address = address;
+    return blocks.back().get();
+  };
+  FreeIndex index;
+  std::set<Block*, SetOrder> expected;
+  const auto insert = [&](Block* block) {
+    index.insert(block);
+    expected.insert(block);
+  };
+  // One full leaf split in two, then each half filled to kLeafCapacity: two full leaves.
+  for (std::size_t i = 1; i <= kCapacity + 1; ++i) insert(make(0x1000 * i));
+  for (std::size_t i = 0; i < kCapacity / 2; ++i) insert(make(0x1000 * i + 0x10));
+  for (std::size_t i = kCapacity + 2; index.size() < 2 * kCapacity; ++i) insert(make(0x1000 * i));
+  ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  index.reserve_host_memory(2);
+  ASSERT_TRUE(index.host_memory_reserved(2));
+  Block* into_first = make(0x1000 * 5 + 0x20);
+  Block* into_second = make(0x1000 * (kCapacity + 5) + 0x20);
+  const long before = g_aligned_news;
+  insert(into_first);
+  insert(into_second);
+  EXPECT_EQ(g_aligned_news - before, 0) << "an insertion the reserve covered allocated a leaf";
+  ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  // Each reserve covers what it names: after the two splits, one more insertion's.
+  EXPECT_FALSE(index.host_memory_reserved(1));
+  index.reserve_host_memory(1);
+  EXPECT_TRUE(index.host_memory_reserved(1));
 }
 
 }  // namespace

@@ -75,6 +75,33 @@ TEST_F(PagesOfOneBlock, AMapThatFailsWhileCuttingLeavesNoPlanBehind) {
   EXPECT_EQ(sim_counters().in_use_bytes, 0u);
 }
 
+// Found in review: a cut whose page merged, once unmapped, with the unmapped stretch before it
+// split the two apart again to map the new pages; when those could not be created, the two
+// stayed apart, and a range with nothing mapped but two blocks in it was never released
+// (empty_cache gives back a range only when it is one unmapped block).
+TEST_F(PagesOfOneBlock, ACutThatCreatesNothingLeavesTheRangeWhole) {
+  ASSERT_EQ(cudasim_set_capacity(0, 64 * kMiB), 0);
+  {
+    DeviceAllocator allocator(0, options());
+    void* first = allocator.allocate(20 * kMiB, nullptr);
+    void* second = allocator.allocate(40 * kMiB, nullptr);  // a 38 MiB page of its own, a granule
+    allocator.deallocate(first);
+    allocator.empty_cache();  // the first's pages go: an unmapped stretch before the second's
+    allocator.deallocate(second);
+    ASSERT_EQ(cudasim_fail_nth_call(0, "create", 1), 0);  // the cut's first new page fails
+    void* cut = allocator.allocate(10 * kMiB, nullptr);   // ends inside the 38 MiB page
+    ASSERT_NE(cut, nullptr);
+    ASSERT_EQ(cudaMemset(cut, 4, 10 * kMiB), cudaSuccess);
+    EXPECT_TRUE(holds(cut, 10 * kMiB, 4));
+    allocator.deallocate(cut);
+    const cudasim_call_counts before = sim_calls();
+    allocator.empty_cache();
+    EXPECT_EQ(reserved(allocator.stats()), 0);
+    EXPECT_EQ(sim_calls().address_free, before.address_free + 1) << "the range was kept";
+  }
+  EXPECT_EQ(sim_counters().in_use_bytes, 0u);
+}
+
 // A smaller block reusing the memory cuts the page where it ends, so the rest stays whole free
 // pages: another stream then gets them moved instead of running out of memory (uncut, the page
 // would hold the block and 39 MiB nothing could use).
