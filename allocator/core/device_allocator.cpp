@@ -93,6 +93,7 @@ DeviceAllocator::DeviceAllocator(int device, const Options& options,
   stats_.values().max_split_size = static_cast<std::int64_t>(options_.max_split_size());
   {
     MutexLock lock(mutex_);  // not yet shared; the lock is for the analysis
+    spare_allocated_nodes_.reserve(kSpareAllocatedNodes);
     if (options_.record_history.max_entries > 0) {
       history_.start(options_.record_history.max_entries);
       history_stacks_ = options_.record_stacks.kind;
@@ -323,13 +324,19 @@ void* DeviceAllocator::finish_allocation(Block* block, const Request& request) {
   // node when no free left one, or a rehash), and when it throws, the block goes back to its
   // pool, whose reserve lets that allocate nothing. The split keeps the block's address.
   try {
-    if (spare_allocated_node_.empty()) {
-      allocated_.emplace(block->pointer(), block);
-    } else {
+    if (!spare_allocated_node_.empty()) {
       spare_allocated_node_.key() = block->pointer();
       spare_allocated_node_.mapped() = block;
       allocated_.insert(std::move(spare_allocated_node_));  // on a throw the node stays ours
       spare_allocated_node_ = {};
+    } else if (!spare_allocated_nodes_.empty()) {
+      auto& node = spare_allocated_nodes_.back();
+      node.key() = block->pointer();
+      node.mapped() = block;
+      allocated_.insert(std::move(node));  // on a throw the node stays among the spares
+      spare_allocated_nodes_.pop_back();
+    } else {
+      allocated_.emplace(block->pointer(), block);
     }
   } catch (...) {
     pool_of(*block).insert(block);
@@ -420,7 +427,13 @@ void DeviceAllocator::reserve_host_memory(std::size_t insertions) {
 Block* DeviceAllocator::take_allocated(std::unordered_map<void*, Block*>::iterator it) {
   Block* block = it->second;
   auto node = allocated_.extract(it);
-  if (spare_allocated_node_.empty()) spare_allocated_node_ = std::move(node);
+  // Kept for the next allocations while there is room (a push within it never allocates);
+  // beyond it, the node is freed here.
+  if (spare_allocated_node_.empty()) {
+    spare_allocated_node_ = std::move(node);
+  } else if (spare_allocated_nodes_.size() < spare_allocated_nodes_.capacity()) {
+    spare_allocated_nodes_.push_back(std::move(node));
+  }
   return block;
 }
 

@@ -46,8 +46,6 @@ constexpr Scalar kScalars[] = {
 
 constexpr std::array<std::string_view, kNumStatPools> kPoolNames{"all", "small_pool", "large_pool"};
 
-std::size_t pool_index(PoolKind pool) { return pool == PoolKind::kSmall ? kSmallPool : kLargePool; }
-
 template <typename Fn>
 void for_each_stat(MemoryStats& stats, Fn&& fn) {
   for (const auto& [name, member] : kArrays) {
@@ -64,27 +62,6 @@ void write_stat(JsonWriter& json, const std::string& prefix, const Stat& stat) {
 }
 
 }  // namespace
-
-void DeviceStats::increase(Stat& stat, std::int64_t amount) {
-  stat.current += amount;
-  stat.peak = std::max(stat.peak, stat.current);
-  stat.allocated += amount;
-}
-
-void DeviceStats::decrease(Stat& stat, std::int64_t amount) {
-  stat.current -= amount;
-  stat.freed += amount;
-}
-
-void DeviceStats::increase(StatArray& array, PoolKind pool, std::int64_t amount) {
-  increase(array[kAllPools], amount);
-  increase(array[pool_index(pool)], amount);
-}
-
-void DeviceStats::decrease(StatArray& array, PoolKind pool, std::int64_t amount) {
-  decrease(array[kAllPools], amount);
-  decrease(array[pool_index(pool)], amount);
-}
 
 void DeviceStats::reset_peaks() {
   for_each_stat(stats_, [](Stat& stat) { stat.peak = stat.current; });

@@ -188,6 +188,27 @@ TEST_P(HostOom, AFreeThatRunsOutOfHostMemoryLosesNothing) {
   }
 }
 
+// A program that frees a burst of blocks (a layer's tensors at once) and allocates them again
+// from the cache makes no host allocation: the free kept each block's entry of the table of
+// allocations for the next allocation. (One entry was kept; the second allocation after the
+// burst allocated a node, and the second free after it freed one.)
+TEST_P(HostOom, CacheHitsAfterABurstOfFreesAllocateNothing) {
+  const Case c = GetParam();
+  constexpr int kBurst = 24;
+  DeviceAllocator allocator(0, Options(c.options));
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBurst; ++i) blocks.push_back(allocator.allocate(c.size, nullptr));
+  for (void* block : blocks) allocator.deallocate(block);
+  blocks.clear();
+  const bool reached = fail_new_number(1, [&] {
+    for (int i = 0; i < kBurst; ++i) blocks.push_back(allocator.allocate(c.size, nullptr));
+  });
+  EXPECT_FALSE(reached) << "a cache hit after the burst made a host allocation";
+  std::map<std::uintptr_t, std::size_t> live;
+  for (void* block : blocks) live[reinterpret_cast<std::uintptr_t>(block)] = c.size;
+  ASSERT_NO_FATAL_FAILURE(expect_nothing_lost(allocator, live));
+}
+
 // Frees whose stream events completed are all made in the next call (here an allocation):
 // 300 blocks of one pool that merge with nothing, more than two leaves of the free index hold,
 // so their insertions split leaves several times. What they need is reserved before the first event
