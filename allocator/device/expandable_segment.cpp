@@ -133,7 +133,7 @@ cudaError_t ExpandableSegment::map_pages(std::uintptr_t address, const std::vect
   if (bytes == 0) return cudaSuccess;
   // The index's room first: without host memory for it (std::bad_alloc) nothing is mapped and
   // the caller still holds the pages (Note [Host memory runs out]).
-  pages_.reserve(address, bytes);
+  pages_.reserve(address, bytes, pages.size());
   auto undo = [&](std::size_t count) {
     std::uintptr_t at = address;
     for (std::size_t i = 0; i < count; ++i) {

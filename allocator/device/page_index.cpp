@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace cudacache {
 
@@ -14,10 +19,13 @@ PageIndex::PageIndex(std::uintptr_t base, std::size_t size, std::size_t granule)
   if (!std::has_single_bit(granule)) {
     throw std::invalid_argument("PageIndex: a granule that is not a power of two");
   }
+  if (granules_ > std::numeric_limits<std::uint32_t>::max()) {
+    throw std::invalid_argument("PageIndex: a range of more than 2^32 granules");
+  }
   chunks_.resize((granules_ + kChunkGranules - 1) / kChunkGranules);
 }
 
-void PageIndex::reserve(std::uintptr_t address, std::size_t bytes) {
+void PageIndex::reserve(std::uintptr_t address, std::size_t bytes, std::size_t pages) {
   if (bytes == 0) return;
   const std::size_t first = granule_of(address) / kChunkGranules;
   const std::size_t last = granule_of(address + bytes - 1) / kChunkGranules;
@@ -25,16 +33,27 @@ void PageIndex::reserve(std::uintptr_t address, std::size_t bytes) {
     // Default-initialised: the slots stay raw until a page is put in one.
     if (chunks_[chunk] == nullptr) chunks_[chunk].reset(new Chunk);
   }
+  // Doubling, not exactly what is asked: growths map a few pages at a time.
+  const std::size_t needed = count_ + pages;
+  if (needed <= capacity_) return;
+  const std::size_t capacity = std::max({needed, 2 * capacity_, kFirstCapacity});
+  std::unique_ptr<Indexed[], RawDelete> grown(
+      static_cast<Indexed*>(::operator new(capacity * sizeof(Indexed))));
+  // Trivially copyable (page_index.h): a copy of the bytes makes the entries.
+  if (count_ > 0) std::memcpy(grown.get(), pages_.get(), count_ * sizeof(Indexed));
+  pages_ = std::move(grown);
+  capacity_ = capacity;
 }
 
 void PageIndex::insert(std::uintptr_t address, const Page& page) noexcept {
   const std::size_t granule = granule_of(address);
   Chunk& chunk = *chunks_[granule / kChunkGranules];
   const std::size_t slot = granule % kChunkGranules;
-  new (chunk.slots + slot * sizeof(Page)) Page(page);
+  chunk.position[slot] = static_cast<std::uint32_t>(count_);
+  new (pages_.get() + count_) Indexed{page, granule};  // in the room reserve() made
+  ++count_;
   chunk.starts[slot / kWordBits] |= std::uint64_t{1} << (slot % kWordBits);
   largest_granules_ = std::max(largest_granules_, granules_in(page.size));
-  ++pages_;
 }
 
 void PageIndex::erase(std::uintptr_t address) noexcept {
@@ -42,7 +61,14 @@ void PageIndex::erase(std::uintptr_t address) noexcept {
   Chunk& chunk = *chunks_[granule / kChunkGranules];
   const std::size_t slot = granule % kChunkGranules;
   chunk.starts[slot / kWordBits] &= ~(std::uint64_t{1} << (slot % kWordBits));
-  --pages_;
+  // The last page fills the hole, so that the array holds the pages and nothing else.
+  const std::uint32_t hole = chunk.position[slot];
+  --count_;
+  if (hole != count_) {
+    const Indexed& last = pages_[count_];
+    chunks_[last.granule / kChunkGranules]->position[last.granule % kChunkGranules] = hole;
+    pages_[hole] = last;
+  }
 }
 
 Page* PageIndex::find(std::uintptr_t address) {
@@ -51,7 +77,7 @@ Page* PageIndex::find(std::uintptr_t address) {
   if (granule >= granules_) return nullptr;
   Chunk* chunk = chunks_[granule / kChunkGranules].get();
   const std::size_t slot = granule % kChunkGranules;
-  return chunk != nullptr && chunk->starts_at(slot) ? &chunk->page(slot) : nullptr;
+  return chunk != nullptr && chunk->starts_at(slot) ? &pages_[chunk->position[slot]].page : nullptr;
 }
 
 std::optional<PageIndex::Entry> PageIndex::across(std::uintptr_t point) const {
@@ -63,7 +89,7 @@ std::optional<PageIndex::Entry> PageIndex::across(std::uintptr_t point) const {
   const std::size_t from = last + 1 - std::min(last + 1, largest_granules_);
   const std::size_t found = last_start(from, last + 1);
   if (found > last) return std::nullopt;
-  const Page& page = chunk_of(found)->page(found % kChunkGranules);
+  const Page& page = page_at(found);
   const std::uintptr_t address = address_of(found);
   if (address + page.size <= point) return std::nullopt;
   return Entry{address, page};
@@ -84,7 +110,7 @@ std::optional<PageIndex::Entry> PageIndex::first_from(std::uintptr_t address,
   if (!walk_bounds(address, end, &from, &to)) return std::nullopt;
   const std::size_t found = next_start(from, to);
   if (found >= to) return std::nullopt;
-  return Entry{address_of(found), chunk_of(found)->page(found % kChunkGranules)};
+  return Entry{address_of(found), page_at(found)};
 }
 
 std::size_t PageIndex::next_start(std::size_t from, std::size_t to) const {

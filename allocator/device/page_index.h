@@ -2,17 +2,23 @@
 //
 // Note [Page index]: every page starts and ends on a granule (the driver's granularity, 2 MiB
 // on the GPUs we know), so the index is a table with one slot per granule of the range, holding
-// the page that starts there, and a bitmap of the slots that hold one. Adding or removing a page
-// is one slot and one bit, where a red-black tree (std::map, what this replaced) paid a node, a
-// search and a rebalancing per page: on `dit`, whose growths map a page every other event, the
-// table executes 4 % fewer instructions per event (bench/instructions.sh; the wall-clock time,
-// dominated there by what follows each device call, did not move measurably). Walks skip 64
-// granules without a page a step; the page across an address is the last one that starts
-// before it, looked for no further back than the largest page ever indexed. The table is in
-// chunks of kChunkGranules slots (1 GiB of address space at 2 MiB granules), each made when a
-// page first spans it and kept until the range goes, so that a range reserved for the whole
-// device costs host memory only where pages were mapped (12 KiB per chunk, its slots left
-// uninitialised until a page is put in one).
+// the position of the page that starts there in a dense array of the pages, and a bitmap of the
+// slots that hold one. Adding or removing a page is one slot, one bit and one array entry (a
+// removal moves the last page into the hole), where a red-black tree (std::map, what this
+// replaced) paid a node, a search and a rebalancing per page: on `dit`, whose growths map a page
+// every other event, the table executes 4 % fewer instructions per event
+// (bench/instructions.sh). Walks skip 64 granules without a page a step; the page across an
+// address is the last one that starts before it, looked for no further back than the largest
+// page ever indexed. The table is in chunks of kChunkGranules slots (1 GiB of address space at
+// 2 MiB granules), each made when a page first spans it and kept until the range goes, so that
+// a range reserved for the whole device costs host memory only where pages were mapped.
+// Why the pages sit apart from the slots: host memory touched for the first time costs a page
+// fault (1.6 us on our 2-core test machine, the time of a few dozen allocations). With the pages in
+// the slots (24 bytes a granule, 12 KiB a chunk) pages of 20-80 MiB touched every 4 KiB of a chunk,
+// and a fresh allocator replaying `nca3d` (2,087 events) took 30-62 faults, most of its gap in
+// time per event to PyTorch's policy in that benchmark. Slots of 4 bytes make a chunk 2 KiB,
+// and the pages' array grows with the pages, not with the address space (README, "Traces and
+// `cudacache-replay`").
 // Not thread-safe: its segment's allocator lock guards it.
 #pragma once
 
@@ -48,15 +54,15 @@ class PageIndex {
 
   using Entry = std::pair<std::uintptr_t, Page>;  // a page and where it is mapped
 
-  std::size_t size() const { return pages_; }
-  bool empty() const { return pages_ == 0; }
+  std::size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
 
-  // Makes the table's room for pages over [address, address + bytes) (granule multiples inside
-  // the range), so that insert() there allocates nothing. Throws std::bad_alloc, then with no
+  // Makes the room for `pages` pages over [address, address + bytes) (granule multiples inside
+  // the range), so that inserting them allocates nothing. Throws std::bad_alloc, then with no
   // change to the pages.
-  void reserve(std::uintptr_t address, std::size_t bytes);
+  void reserve(std::uintptr_t address, std::size_t bytes, std::size_t pages);
   // Adds `page` at `address` (a granule inside the range, the page's granules all unmapped and
-  // reserved). Never throws.
+  // reserved). Never throws. Pointers from find() stay valid until the next erase().
   void insert(std::uintptr_t address, const Page& page) noexcept;
   // Removes the page at `address` (one must start there).
   void erase(std::uintptr_t address) noexcept;
@@ -74,7 +80,7 @@ class PageIndex {
     std::size_t to = 0;
     if (!walk_bounds(address, end, &granule, &to)) return;
     while ((granule = next_start(granule, to)) < to) {
-      const Page& page = chunk_of(granule)->page(granule % kChunkGranules);
+      const Page& page = page_at(granule);
       const std::uintptr_t at = address_of(granule);
       if (at + page.size > end) return;
       fn(at, page);
@@ -84,23 +90,27 @@ class PageIndex {
 
  private:
   static constexpr std::size_t kChunkGranules = 512;
+  static constexpr std::size_t kFirstCapacity = 16;  // pages: a range maps a few to begin with
   static constexpr std::size_t kWordBits = 64;
   struct Chunk {
     // Which slots hold a page (the first granule of one).
     std::array<std::uint64_t, kChunkGranules / kWordBits> starts{};
-    // The pages, in the slots `starts` marks; the others are raw storage.
-    alignas(Page) unsigned char slots[kChunkGranules * sizeof(Page)];
-    Page& page(std::size_t slot) {
-      return *std::launder(reinterpret_cast<Page*>(slots + slot * sizeof(Page)));
-    }
-    const Page& page(std::size_t slot) const {
-      return *std::launder(reinterpret_cast<const Page*>(slots + slot * sizeof(Page)));
-    }
+    // Where in pages_ the page of each slot `starts` marks is; the others are left raw.
+    std::uint32_t position[kChunkGranules];
     bool starts_at(std::size_t slot) const {
       return (starts[slot / kWordBits] >> (slot % kWordBits) & 1) != 0;
     }
   };
-  static_assert(std::is_trivially_copyable_v<Page> && std::is_trivially_destructible_v<Page>);
+  struct Indexed {
+    Page page;
+    std::size_t granule;  // where it starts: a removal that moves it updates that slot
+  };
+  // The pages' array is raw storage, its entries made by insert(): a new[] of Indexed would
+  // initialise every entry of the room (Page's defaults) at each growth.
+  struct RawDelete {
+    void operator()(Indexed* entries) const { ::operator delete(entries); }
+  };
+  static_assert(std::is_trivially_copyable_v<Indexed> && std::is_trivially_destructible_v<Indexed>);
 
   // Shifts, not divisions: a walk or lookup takes a few of them, and a 64-bit division costs
   // tens of cycles.
@@ -109,6 +119,10 @@ class PageIndex {
   std::size_t granules_in(std::size_t bytes) const { return (bytes + granule_ - 1) >> shift_; }
   const Chunk* chunk_of(std::size_t granule) const {
     return chunks_[granule / kChunkGranules].get();
+  }
+  // The page that starts at `granule` (one must).
+  const Page& page_at(std::size_t granule) const {
+    return pages_[chunk_of(granule)->position[granule % kChunkGranules]].page;
   }
   // The granules a walk of pages that start in [address, end) looks at: [*from, *to); false
   // when there are none.
@@ -124,7 +138,11 @@ class PageIndex {
   unsigned shift_;  // log2(granule_)
   std::size_t granules_;
   std::vector<std::unique_ptr<Chunk>> chunks_;  // null until a page spans one
-  std::size_t pages_ = 0;
+  // The pages, in no order: count_ of them in room for capacity_ (an array, not a std::vector,
+  // so that insert() has no growth path: it is a leaf function of a few stores).
+  std::unique_ptr<Indexed[], RawDelete> pages_;
+  std::size_t count_ = 0;
+  std::size_t capacity_ = 0;
   std::size_t largest_granules_ = 0;  // the largest page ever indexed, in granules
 };
 

@@ -1,19 +1,40 @@
 // PageIndex (device/page_index.h): lookups by address, the page across an address and walks in
-// address order, on pages of many sizes (some across chunks of the table, some far apart); and,
-// through random inserts and erases, the same answers as a std::map of the same pages.
+// address order, on pages of many sizes (some across chunks of the table, some far apart);
+// through random inserts and erases, the same answers as a std::map of the same pages; and host
+// memory that grows with the pages, not with the address space they span.
 #include "page_index.h"
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <map>
+#include <new>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <utility>
 #include <vector>
+
+// GCC sees free() of what its operator new returned: the pair below is malloc and free, so it
+// matches (GCC only: clang has no such warning).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+std::size_t g_new_bytes = 0;  // bytes asked of operator new so far
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  g_new_bytes += bytes;
+  if (void* memory = std::malloc(bytes == 0 ? 1 : bytes)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
 
 namespace cudacache {
 namespace {
@@ -29,7 +50,7 @@ Page page_of(std::size_t granules, PageHandle handle) {
 }
 
 void put(PageIndex& index, std::uintptr_t address, const Page& page) {
-  index.reserve(address, page.size);
+  index.reserve(address, page.size, 1);
   index.insert(address, page);
 }
 
@@ -147,11 +168,19 @@ TEST(PageIndex, RandomInsertsAndErasesMatchAMap) {
     ASSERT_EQ(found.has_value(), across.has_value()) << point - kBase;
     if (found) {
       EXPECT_EQ(found->first, across->first);
+      EXPECT_EQ(found->second.handle, across->second.handle);
+      EXPECT_EQ(found->second.size, across->second.size);
     }
     const auto first = index.first_from(point, kBase + kRange);
     ASSERT_EQ(first.has_value(), it != expected.end());
     if (first) {
       EXPECT_EQ(first->first, it->first);
+      EXPECT_EQ(first->second.handle, it->second.handle);
+      // The page at an address, found directly: a removal that moved it kept its slot right.
+      const Page* direct = index.find(it->first);
+      ASSERT_NE(direct, nullptr);
+      EXPECT_EQ(direct->handle, it->second.handle);
+      EXPECT_EQ(direct->size, it->second.size);
     }
   };
   for (int step = 0; step < 3000; ++step) {
@@ -182,6 +211,43 @@ TEST(PageIndex, RandomInsertsAndErasesMatchAMap) {
   std::vector<std::pair<std::uintptr_t, PageHandle>> all;
   for (const auto& [address, page] : expected) all.emplace_back(address, page.handle);
   EXPECT_EQ(walk(index, kBase, kBase + kRange), all);
+}
+
+TEST(PageIndex, HostMemoryGrowsWithThePagesNotTheAddressSpace) {
+  // A range of 64 GiB with one 80 MiB page in each GiB (a device's first pages, spread by
+  // growths of several ranges): each chunk of the table the pages span must fit in one 4 KiB
+  // page of host memory, which a first touch faults in whole. Slots of whole pages took 12 KiB.
+  constexpr std::size_t kChunks = 32;
+  constexpr std::size_t kGranulesPerGiB = (std::size_t{1} << 30) / kGranule;
+  PageIndex index(kBase, kChunks * kGranulesPerGiB * kGranule, kGranule);
+  const std::size_t before = g_new_bytes;
+  for (std::size_t chunk = 0; chunk < kChunks; ++chunk) {
+    put(index, kBase + chunk * kGranulesPerGiB * kGranule, page_of(40, chunk + 1));
+  }
+  const std::size_t bytes = g_new_bytes - before;
+  EXPECT_LE(bytes, kChunks * 4096) << bytes / kChunks << " bytes a chunk";
+  for (std::size_t chunk = 0; chunk < kChunks; ++chunk) {
+    const Page* page = index.find(kBase + chunk * kGranulesPerGiB * kGranule);
+    ASSERT_NE(page, nullptr);
+    EXPECT_EQ(page->handle, chunk + 1);
+  }
+}
+
+TEST(PageIndex, ErasingMovesTheLastPageAndKeepsEveryLookupRight) {
+  PageIndex index(kBase, kRange, kGranule);
+  put(index, kBase, page_of(2, 1));
+  put(index, kBase + 600 * kGranule, page_of(3, 2));
+  put(index, kBase + 1500 * kGranule, page_of(1, 3));  // the last in the pages' array
+  index.erase(kBase);                                  // the last one fills its place
+  EXPECT_EQ(index.find(kBase), nullptr);
+  ASSERT_NE(index.find(kBase + 1500 * kGranule), nullptr);
+  EXPECT_EQ(index.find(kBase + 1500 * kGranule)->handle, 3u);
+  index.erase(kBase + 1500 * kGranule);  // now in the first place
+  EXPECT_EQ(index.find(kBase + 1500 * kGranule), nullptr);
+  ASSERT_NE(index.find(kBase + 600 * kGranule), nullptr);
+  EXPECT_EQ(index.find(kBase + 600 * kGranule)->handle, 2u);
+  EXPECT_EQ(index.across(kBase + 602 * kGranule)->second.handle, 2u);
+  EXPECT_EQ(index.size(), 1u);
 }
 
 }  // namespace
