@@ -4,7 +4,26 @@
 #include "real_runtime.h"
 #include "segment_table.h"
 
+#include <new>
+
 namespace cudacache::preload {
+namespace {
+
+// Frees `ptr` if it is a live allocation of `allocator`: kFreed, or kInvalidPointer; kFailed
+// with cudaErrorMemoryAllocation when host memory runs out first (the allocator reserves what
+// the free needs before changing anything: the block stays allocated). Found in review: the
+// std::bad_alloc went through the C functions of the hooks.
+FreeResult deallocate(DeviceAllocator& allocator, void* ptr, int device) {
+  try {
+    if (!allocator.deallocate_if_owned(ptr)) return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  } catch (const std::bad_alloc&) {
+    return {FreeOutcome::kFailed, cudaErrorMemoryAllocation};
+  }
+  counters(device).frees.fetch_add(1, std::memory_order_relaxed);
+  return {FreeOutcome::kFreed, cudaSuccess};
+}
+
+}  // namespace
 
 cudaStream_t async_stream_key(cudaStream_t stream, bool per_thread) {
   if (stream != nullptr) return stream;
@@ -13,7 +32,12 @@ cudaStream_t async_stream_key(cudaStream_t stream, bool per_thread) {
 
 void* allocate_cached(int device, std::size_t size, cudaStream_t stream_key) {
   DeviceAllocator* allocator = allocator_for(device);
-  if (allocator == nullptr) return nullptr;
+  if (allocator == nullptr) {  // no cache for the device: the real function serves it
+    if (device >= 0 && device < kMaxDevices) {
+      counters(device).passed_through.fetch_add(1, std::memory_order_relaxed);
+    }
+    return nullptr;
+  }
   // Note [Pending errors]: the allocator clears the runtime errors of its own failed calls
   // (cudaGetLastError), and a failed call overwrites the thread's last error anyway, so a
   // cache miss under memory pressure would lose an error the program has not read yet. Such a
@@ -43,9 +67,9 @@ FreeResult free_synchronized(void* ptr) {
   DeviceAllocator* allocator = existing_allocator(device);
   if (allocator == nullptr) return {FreeOutcome::kInvalidPointer, cudaSuccess};
   const cudaError_t synchronized = synchronize_device(device);
-  if (!allocator->deallocate_if_owned(ptr)) return {FreeOutcome::kInvalidPointer, cudaSuccess};
-  counters(device).frees.fetch_add(1, std::memory_order_relaxed);
-  return {FreeOutcome::kFreed, synchronized};
+  FreeResult result = deallocate(*allocator, ptr, device);
+  if (result.outcome == FreeOutcome::kFreed) result.error = synchronized;
+  return result;
 }
 
 FreeResult free_stream_ordered(void* ptr, cudaStream_t stream_key) {
@@ -53,24 +77,21 @@ FreeResult free_stream_ordered(void* ptr, cudaStream_t stream_key) {
   if (device < 0) return {FreeOutcome::kNotOurs, cudaSuccess};
   DeviceAllocator* allocator = existing_allocator(device);
   if (allocator == nullptr) return {FreeOutcome::kInvalidPointer, cudaSuccess};
-  bool wait_for_stream = stream_key == cudaStreamPerThread;  // Note [Per-thread streams]
-  if (!wait_for_stream) {
-    try {
-      // The block stays out of the pool until an event on the freeing stream completes.
-      if (!allocator->record_stream_if_owned(ptr, stream_key)) {
-        return {FreeOutcome::kInvalidPointer, cudaSuccess};
-      }
-    } catch (const std::exception&) {  // a stream it cannot record on (another device)
-      wait_for_stream = true;
+  bool wait_for_stream = false;
+  try {
+    // The block stays out of the pool until an event on the freeing stream completes: on a
+    // per-thread default stream, the freeing thread's own (Note [Per-thread streams]).
+    if (!allocator->record_stream_if_owned(ptr, stream_key)) {
+      return {FreeOutcome::kInvalidPointer, cudaSuccess};
     }
+  } catch (const std::exception&) {  // a stream it cannot record on (another device)
+    wait_for_stream = true;
   }
   if (wait_for_stream) {
     const cudaError_t error = real::cudaStreamSynchronize(stream_key);
     if (error != cudaSuccess) return {FreeOutcome::kFailed, error};
   }
-  if (!allocator->deallocate_if_owned(ptr)) return {FreeOutcome::kInvalidPointer, cudaSuccess};
-  counters(device).frees.fetch_add(1, std::memory_order_relaxed);
-  return {FreeOutcome::kFreed, cudaSuccess};
+  return deallocate(*allocator, ptr, device);
 }
 
 }  // namespace cudacache::preload

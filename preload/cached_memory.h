@@ -13,8 +13,12 @@
 // stream order is never given to a plain cudaMalloc, whose memory must be idle.
 //
 // Note [Per-thread streams]: all threads' per-thread default streams share one key, but they
-// are different streams. A stream-ordered free on a per-thread stream therefore waits for
-// that stream before the block goes back, since another thread's stream may reuse it.
+// are different streams. A block freed stream-ordered on a per-thread stream goes back once an
+// event on the freeing thread's stream completes (the allocator records it there, Note
+// [Per-thread default streams] in device_allocator.cpp), since another thread's stream may
+// reuse it. Until 2026-12-07 such a free waited for the stream on the host instead (found in
+// review: it stalled every such free, and could deadlock a program whose stream waited for
+// the host).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,7 +38,7 @@ enum class FreeOutcome {
   kNotOurs,         // forward to the real free
   kFreed,           // `error` is the synchronization's result
   kInvalidPointer,  // inside our memory but not a live allocation (double free)
-  kFailed,          // waiting for the stream failed (`error`); nothing freed
+  kFailed,          // waiting for the stream, or host memory, failed (`error`); nothing freed
 };
 struct FreeResult {
   FreeOutcome outcome;

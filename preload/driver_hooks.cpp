@@ -57,10 +57,12 @@ CUresult finish_free(FreeResult result, Pass pass) {
     case FreeOutcome::kNotOurs: return pass();
     case FreeOutcome::kInvalidPointer:
       return CUDA_ERROR_INVALID_VALUE;  // Note [Never pass our memory on]
-    case FreeOutcome::kFailed: return CUDA_ERROR_INVALID_HANDLE;
+    case FreeOutcome::kFailed:
     case FreeOutcome::kFreed: break;
   }
-  return result.error == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  // The runtime's code as the driver's: they share their numbers (700, an illegal address,
+  // is CUDA_ERROR_ILLEGAL_ADDRESS), where a fixed code hid what went wrong (found in review).
+  return static_cast<CUresult>(result.error);
 }
 
 CUresult free_memory(Function real, CUdeviceptr dptr, CUstream stream, bool per_thread) {

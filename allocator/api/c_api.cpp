@@ -11,18 +11,36 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 
 namespace cudacache {
 namespace {
 
-thread_local std::string last_error;
+// The message of the last failure on this thread. A plain array, not a std::string: it has no
+// destructor, so a failing call from an exit handler, after the thread's thread_local objects
+// were destroyed, still finds it (found in review: a std::string here was written after its
+// destruction), and recording a failure allocates nothing, so a std::bad_alloc is reported
+// as one rather than thrown from the handler that reports it.
+constexpr std::size_t kLastErrorBytes = 8192;
+constexpr std::string_view kTruncated = " [...]";
+thread_local char last_error[kLastErrorBytes] = "";
 
-cudacache_status record_failure(cudacache_status status, const std::string& message) {
-  last_error = message;
+cudacache_status record_failure(cudacache_status status, std::string_view message) noexcept {
+  std::size_t n = message.size();
+  if (n >= kLastErrorBytes) {  // the end says it was cut
+    n = kLastErrorBytes - 1 - kTruncated.size();
+    std::memcpy(last_error + n, kTruncated.data(), kTruncated.size());
+    std::memcpy(last_error, message.data(), n);
+    last_error[n + kTruncated.size()] = '\0';
+    return status;
+  }
+  std::memcpy(last_error, message.data(), n);
+  last_error[n] = '\0';
   return status;
 }
 
@@ -40,23 +58,32 @@ cudacache_status guarded(Fn&& fn) noexcept {
     return record_failure(CUDACACHE_INTERNAL, "cudacache: host memory exhausted");
   } catch (const std::exception& error) {
     logger().error("internal error: {}", error.what());
-    return record_failure(CUDACACHE_INTERNAL,
-                          std::string("cudacache: internal error: ") + error.what());
+    char message[kLastErrorBytes];
+    std::snprintf(message, sizeof message, "cudacache: internal error: %s", error.what());
+    return record_failure(CUDACACHE_INTERNAL, message);
   } catch (...) {
     return record_failure(CUDACACHE_INTERNAL, "cudacache: unknown internal error");
   }
 }
 
-cudacache_status invalid_argument(const std::string& message) {
+// An invalid argument, its message made inside guarded(): building it may throw too.
+template <typename MakeMessage>
+cudacache_status invalid_argument(MakeMessage&& make_message) noexcept {
+  return guarded([&] { report::invalid_argument(make_message()); });
+}
+cudacache_status invalid_argument(const char* message) noexcept {
   return guarded([&] { report::invalid_argument(message); });
 }
 
 // snprintf's contract (snprintf_copy.h); -1 with the reason as the last error otherwise.
-int copy_out(const char* function, const std::string& text, char* buf, std::size_t len) {
-  std::string error;
-  const int length = snprintf_copy(text, buf, len, &error);
-  if (length < 0) record_failure(CUDACACHE_INVALID_ARGUMENT, std::string(function) + ": " + error);
-  return length;
+int copy_out(const char* function, const std::string& text, char* buf, std::size_t len) noexcept {
+  int length = -1;
+  const cudacache_status status = guarded([&] {
+    std::string error;
+    length = snprintf_copy(text, buf, len, &error);
+    if (length < 0) report::invalid_argument(std::string(function) + ": " + error);
+  });
+  return status == CUDACACHE_OK ? length : -1;
 }
 
 MemoryStats stats_of(int device, cudacache_status* status) {
@@ -100,7 +127,7 @@ const char* cudacache_status_string(cudacache_status status) {
   return "CUDACACHE_UNKNOWN_STATUS";
 }
 
-const char* cudacache_last_error(void) { return cudacache::last_error.c_str(); }
+const char* cudacache_last_error(void) { return cudacache::last_error; }
 
 cudacache_status cudacache_allocate(void** out, size_t size, int device, cudaStream_t stream) {
   if (out == nullptr) return cudacache::invalid_argument("cudacache_allocate: out is NULL");
@@ -111,7 +138,8 @@ cudacache_status cudacache_allocate(void** out, size_t size, int device, cudaStr
 
 void* cudacache_malloc(ssize_t size, int device, cudaStream_t stream) {
   if (size < 0) {
-    cudacache::invalid_argument("cudacache_malloc: negative size " + std::to_string(size));
+    cudacache::invalid_argument(
+        [&] { return "cudacache_malloc: negative size " + std::to_string(size); });
     return nullptr;
   }
   void* ptr = nullptr;
@@ -122,7 +150,8 @@ void* cudacache_malloc(ssize_t size, int device, cudaStream_t stream) {
 void cudacache_free(void* ptr, ssize_t size, int device, cudaStream_t /*stream*/) {
   if (ptr == nullptr) return;
   if (size < 0) {
-    cudacache::invalid_argument("cudacache_free: negative size " + std::to_string(size));
+    cudacache::invalid_argument(
+        [&] { return "cudacache_free: negative size " + std::to_string(size); });
     return;
   }
   cudacache::guarded([&] {
@@ -174,10 +203,11 @@ cudacache_status cudacache_get_memory_stats(int device, cudacache_memory_stats* 
     return cudacache::invalid_argument("cudacache_get_memory_stats: stats is NULL");
   }
   if (stats->size < kHeader) {
-    return cudacache::invalid_argument("cudacache_get_memory_stats: stats->size is " +
-                                       std::to_string(stats->size) + ", smaller than its header (" +
-                                       std::to_string(kHeader) +
-                                       " bytes); set it to sizeof(cudacache_memory_stats)");
+    return cudacache::invalid_argument([&] {
+      return "cudacache_get_memory_stats: stats->size is " + std::to_string(stats->size) +
+             ", smaller than its header (" + std::to_string(kHeader) +
+             " bytes); set it to sizeof(cudacache_memory_stats)";
+    });
   }
   cudacache_status status = CUDACACHE_OK;
   const cudacache::MemoryStats values = cudacache::stats_of(device, &status);
@@ -240,9 +270,10 @@ void cudacache_set_python_frames_provider(cudacache_python_frames_provider provi
 
 cudacache_status cudacache_watch_growth(int device, unsigned rising_steps, int stacks, int flags) {
   if ((flags & ~CUDACACHE_GROWTH_QUIET) != 0) {
-    return cudacache::invalid_argument("cudacache_watch_growth: unknown flags " +
-                                       std::to_string(flags) +
-                                       " (CUDACACHE_GROWTH_QUIET is the only flag)");
+    return cudacache::invalid_argument([&] {
+      return "cudacache_watch_growth: unknown flags " + std::to_string(flags) +
+             " (CUDACACHE_GROWTH_QUIET is the only flag)";
+    });
   }
   return cudacache::guarded([&] {
     const cudacache::StackKind kind = cudacache::to_stack_kind(stacks);
@@ -278,8 +309,8 @@ const char* cudacache_config_help(void) {
   static thread_local std::string text;
   const cudacache_status status =
       cudacache::guarded([&] { text = ProcessAllocators::instance().config_help(); });
-  if (status != CUDACACHE_OK) text = cudacache::last_error;
-  return text.c_str();
+  // On failure the message itself, without a copy that could fail in turn.
+  return status == CUDACACHE_OK ? text.c_str() : cudacache::last_error;
 }
 
 int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data) {
@@ -305,8 +336,9 @@ cudacache_status cudacache_unregister_retry_hook(int handle) {
       cudacache::guarded([&] { removed = ProcessAllocators::instance().hooks().remove(handle); });
   if (status != CUDACACHE_OK) return status;
   if (!removed) {
-    return cudacache::invalid_argument("cudacache_unregister_retry_hook: unknown handle " +
-                                       std::to_string(handle));
+    return cudacache::invalid_argument([&] {
+      return "cudacache_unregister_retry_hook: unknown handle " + std::to_string(handle);
+    });
   }
   return CUDACACHE_OK;
 }

@@ -62,8 +62,15 @@ Options ProcessAllocators::pending_options() const { return options_from(configu
 
 void ProcessAllocators::start() {
   if (started_) return;
+  // A runtime that fails otherwise than "no GPU" is reported, and nothing is fixed yet: the
+  // next call asks again (found in review: any failure was taken for 0 devices for good, every
+  // later call then said "invalid device ordinal 0 (0 devices)").
+  int count = 0;
+  if (const cudaError_t error = device_api::device_count(&count); error != cudaSuccess) {
+    report::cuda_error("cudaGetDeviceCount", -1, error);
+  }
   options_ = pending_options();
-  device_count_ = device_api::device_count();
+  device_count_ = count;
   allocators_ =
       std::make_unique<std::atomic<DeviceAllocator*>[]>(static_cast<std::size_t>(device_count_));
   for (int i = 0; i < device_count_; ++i) allocators_[static_cast<std::size_t>(i)] = nullptr;

@@ -45,8 +45,9 @@ void config_conflict(const std::string& message) {
 
 void config_after_first_use(const std::string& options) {
   log_and_throw(CUDACACHE_CONFIG,
-                "cudacache_configure must be called before the first allocation; the options "
-                "are fixed at first use (" +
+                "cudacache_configure must be called before cudacache is first used (the first "
+                "call that names a device: an allocation, a free, a statistics query); the "
+                "options are fixed then (" +
                     options + ")");
 }
 

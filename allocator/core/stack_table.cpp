@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <unordered_map>
 #include <utility>
 
@@ -188,11 +189,19 @@ std::atomic<PythonFramesProvider> python_provider{nullptr};
 
 struct PythonSink {
   StackKey* key;
+  bool failed = false;  // host memory ran out on a frame: thrown once the provider is back
 };
 
-void emit_python_frame(void* sink, const char* name, const char* filename, int line) {
+// Called by the provider with the interpreter's lock held: an exception through it would leave
+// the lock taken (found in review), so a failure is kept for after the provider returns.
+void emit_python_frame(void* sink, const char* name, const char* filename, int line) noexcept {
   auto* target = static_cast<PythonSink*>(sink);
-  target->key->push_back(table().intern_python_frame(name, filename, line));
+  if (target->failed) return;
+  try {
+    target->key->push_back(table().intern_python_frame(name, filename, line));
+  } catch (...) {
+    target->failed = true;
+  }
 }
 
 }  // namespace
@@ -241,6 +250,7 @@ __attribute__((noinline)) StackId capture_stack(StackKind kind, const void* oute
     if (const PythonFramesProvider provider = python_provider.load(std::memory_order_acquire)) {
       PythonSink sink{&key};
       provider(&emit_python_frame, &sink);
+      if (sink.failed) throw std::bad_alloc();
     }
   }
   if (key.size() == 1) return 0;

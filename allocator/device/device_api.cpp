@@ -43,6 +43,17 @@ int device_count() {
   return count;
 }
 
+cudaError_t device_count(int* count) {
+  *count = 0;
+  const cudaError_t error = cudaGetDeviceCount(count);
+  if (error == cudaSuccess) return cudaSuccess;
+  cudaGetLastError();
+  *count = 0;
+  const bool no_gpu = error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver ||
+                      error == cudaErrorStubLibrary;
+  return no_gpu ? cudaSuccess : error;
+}
+
 cudaError_t current_device(int* device) { return cleared(cudaGetDevice(device)); }
 
 cudaError_t stream_device(cudaStream_t stream, int* device) {

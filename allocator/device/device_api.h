@@ -16,6 +16,10 @@
 namespace cudacache::device_api {
 
 int device_count();  // 0 when no driver or no GPU (any error)
+// The device count, 0 when there is no driver or no GPU (cudaErrorNoDevice,
+// cudaErrorInsufficientDriver, cudaErrorStubLibrary); any other failure is returned, not taken
+// for "no GPU".
+cudaError_t device_count(int* count);
 cudaError_t current_device(int* device);
 cudaError_t stream_device(cudaStream_t stream, int* device);
 

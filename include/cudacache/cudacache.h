@@ -11,8 +11,10 @@
  * - Every failing call leaves the allocator unchanged, logs through spdlog (level from the
  *   CUDACACHE_LOG_LEVEL environment variable, silent by default) and stores a message that
  *   cudacache_last_error() returns on the same thread.
- * - Configuration: CUDACACHE_CONF="key:value,key:value" is read at first use;
- *   cudacache_configure() may override keys before first use. See cudacache_config_help().
+ * - Configuration: CUDACACHE_CONF="key:value,key:value" is read at first use (the first call
+ *   that names a device, allocating or not: an allocation of 0 bytes, a free, a statistics
+ *   query); cudacache_configure() may override keys before first use. See
+ *   cudacache_config_help().
  * - Thread safe. One lock per device.
  */
 #ifndef CUDACACHE_H
@@ -193,7 +195,8 @@ CUDACACHE_API int cudacache_mark_step(void);
 CUDACACHE_API int cudacache_growth_report_json(int device, char* buf, size_t len);
 
 /* Parses "key:value,key:value" (same syntax as CUDACACHE_CONF, whose keys it overrides).
- * Must be called before the first allocation; afterwards it fails with CUDACACHE_CONFIG. */
+ * Must be called before first use (see Conventions above); afterwards it fails with
+ * CUDACACHE_CONFIG. */
 CUDACACHE_API cudacache_status cudacache_configure(const char* config);
 /* Text listing every option, its default, its effective value and its documentation. */
 CUDACACHE_API const char* cudacache_config_help(void);
@@ -218,8 +221,12 @@ typedef struct cudacache_oom_context {
 
 typedef bool (*cudacache_retry_hook)(const cudacache_oom_context* context);
 
-/* Returns a handle > 0, or -1 (hook is NULL). */
+/* Returns a handle > 0, or -1 (hook is NULL). Threads that run out of memory at once may call
+   a hook at once. */
 CUDACACHE_API int cudacache_register_retry_hook(cudacache_retry_hook hook, void* user_data);
+/* Once this returns, the hook is never called again and no call of it is still running (one
+   another thread began is waited for), so its user_data may be freed. Called from inside a
+   hook, it waits for nothing. */
 CUDACACHE_API cudacache_status cudacache_unregister_retry_hook(int handle);
 
 #ifdef __cplusplus

@@ -124,6 +124,7 @@ CUDACACHE_API int mark_step();
 CUDACACHE_API std::string growth_report_json(int device = -1);
 CUDACACHE_API void configure(const std::string& config);
 CUDACACHE_API int add_retry_hook(RetryHook hook);  // returns a handle for remove_retry_hook
+// As cudacache_unregister_retry_hook: no call of the hook runs or starts after it returns.
 CUDACACHE_API void remove_retry_hook(int handle);
 
 // Move-only owner of one allocation.

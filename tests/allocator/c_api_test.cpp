@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -303,8 +304,9 @@ TEST_F(CApi, ConfigureBeforeFirstUseOnly) {
   ASSERT_NE(p, nullptr);
   EXPECT_NE(stats_json().find("\"oversize_allocations.current\":1"), std::string::npos);
   EXPECT_EQ(cudacache_configure("max_split_size_mb:128"), CUDACACHE_CONFIG);
-  EXPECT_NE(std::string(cudacache_last_error()).find("before the first allocation"),
-            std::string::npos);
+  EXPECT_NE(std::string(cudacache_last_error()).find("before cudacache is first used"),
+            std::string::npos)
+      << cudacache_last_error();
   cudacache_free(p, 100 << 20, 0, nullptr);
 }
 
@@ -468,6 +470,24 @@ TEST_F(CApi, StatsStructIsVersionedBySize) {
   stats.size = sizeof stats;
   EXPECT_EQ(cudacache_get_memory_stats(7, &stats), CUDACACHE_INVALID_DEVICE);
   cudacache_free(p, 1000, 0, nullptr);
+}
+
+// Found in review: the message of the last failure was a thread_local std::string, destroyed
+// at exit before static destructors and atexit handlers run, so a failing call from one of
+// them wrote into freed memory (AddressSanitizer's heap-use-after-free; a release build did not
+// show it). The handler below exits with 3 when the call leaves no message.
+TEST_F(CApi, AFailingCallFromAnExitHandlerStillLeavesItsMessage) {
+  // A failure on this thread first, so that the message's storage was in use before exit.
+  EXPECT_EQ(cudacache_deallocate(reinterpret_cast<void*>(0x1000)), CUDACACHE_UNKNOWN_POINTER);
+  EXPECT_NE(std::strstr(cudacache_last_error(), "0x1000"), nullptr) << cudacache_last_error();
+  std::atexit([] {
+    if (cudacache_deallocate(reinterpret_cast<void*>(0x2000)) != CUDACACHE_UNKNOWN_POINTER ||
+        std::strstr(cudacache_last_error(), "free of 0x2000, which cudacache did not allocate") ==
+            nullptr) {
+      std::fputs("c_api_test: the failing call at exit left no message\n", stderr);
+      std::_Exit(3);
+    }
+  });
 }
 
 TEST_F(CApi, StatusStrings) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -380,6 +381,81 @@ TEST_F(OomTest, AnUnreadableDeviceIsSaidSoInTheMessage) {
     EXPECT_EQ(message.find("total capacity of 0 bytes"), std::string::npos) << message;
   }
   allocator.deallocate(kept);
+}
+
+// Waits (up to 10 s, so that a broken build fails rather than hangs) until `flag` holds `value`.
+bool wait_for(const std::atomic<int>& flag, int value) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (flag.load() != value) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Found in review: run() called copies of the hooks, outside the lock, so a hook removed while
+// another thread's run was under way could still be called after remove() returned, with what
+// its caller had freed since (a use-after-free through the C API's user_data).
+TEST(RetryHooks, RemovingAHookWaitsForTheCallAnotherThreadBegan) {
+  RetryHooks hooks;
+  std::atomic<int> stage{0};
+  std::atomic<bool> call_ended{false};
+  const int handle = hooks.add([&](const OomContext&) {
+    stage = 1;
+    wait_for(stage, 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    call_ended = true;
+    return false;
+  });
+  std::thread runner([&] { hooks.run(OomContext{}); });
+  ASSERT_TRUE(wait_for(stage, 1));
+  std::atomic<bool> ended_when_removed{false};
+  std::thread remover([&] {
+    EXPECT_TRUE(hooks.remove(handle));
+    ended_when_removed = call_ended.load();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the remover is waiting now
+  stage = 2;
+  remover.join();
+  runner.join();
+  EXPECT_TRUE(ended_when_removed.load()) << "remove() returned while the hook was running";
+}
+
+TEST(RetryHooks, AHookRemovedWhileAnotherRunsIsNotCalled) {
+  RetryHooks hooks;
+  std::atomic<int> stage{0};
+  hooks.add([&](const OomContext&) {
+    stage = 1;
+    wait_for(stage, 2);
+    return false;
+  });
+  std::atomic<int> later_calls{0};
+  const int later = hooks.add([&](const OomContext&) {
+    ++later_calls;
+    return false;
+  });
+  std::thread runner([&] { hooks.run(OomContext{}); });
+  ASSERT_TRUE(wait_for(stage, 1));
+  EXPECT_TRUE(hooks.remove(later));  // not running: returns at once
+  stage = 2;
+  runner.join();
+  EXPECT_EQ(later_calls.load(), 0);
+}
+
+TEST(RetryHooks, AHookKeepsItsStateFromCallToCallAndMayRemoveItself) {
+  RetryHooks hooks;
+  std::vector<int> seen;
+  int handle = 0;
+  handle = hooks.add([&, calls = 0](const OomContext&) mutable {
+    seen.push_back(++calls);
+    if (calls == 3) {
+      EXPECT_TRUE(hooks.remove(handle));  // from inside: waits for nothing
+    }
+    return false;
+  });
+  for (int run = 0; run < 4; ++run) hooks.run(OomContext{});
+  EXPECT_EQ(seen, (std::vector<int>{1, 2, 3}));  // the same callable each time, then gone
+  EXPECT_TRUE(hooks.empty());
 }
 
 TEST_F(OomTest, AnEmptyHookIsRefused) {

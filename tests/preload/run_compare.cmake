@@ -3,6 +3,7 @@
 #
 # cmake -DCOMMAND=prog^^arg... -DPRELOAD=lib.so [-DBASE_PRELOAD=lib.so] [-DENV=A=1^^B=2]
 #       [-DWITH_ENV=...] [-DMAX_MALLOCS_WITH=N] [-DMIN_MALLOCS_WITHOUT=N]
+#       [-DMAX_SYNCHRONIZE_WITH=N]
 #       [-DEXPECT_STDOUT=regex] [-DEXPECT_WITH_STDERR=regex] [-DCOMPARE=OFF]
 #       [-DCHECK_FILE=path -DCHECK_FILE_REGEX=regex] -P run_compare.cmake
 # Lists use ^^ as separator (a ; does not survive add_test). BASE_PRELOAD goes first in
@@ -60,6 +61,14 @@ if(DEFINED MIN_MALLOCS_WITHOUT AND mallocs_without LESS MIN_MALLOCS_WITHOUT)
 endif()
 if(DEFINED MAX_MALLOCS_WITH AND mallocs_with GREATER MAX_MALLOCS_WITH)
   message(FATAL_ERROR "expected at most ${MAX_MALLOCS_WITH} device allocations with the preload, got ${mallocs_with}\n${err_with}")
+endif()
+if(DEFINED MAX_SYNCHRONIZE_WITH)
+  if(NOT err_with MATCHES "synchronize=([0-9]+)")
+    message(FATAL_ERROR "run with: no synchronize count in the CUDASIM_REPORT line:\n${err_with}")
+  endif()
+  if(CMAKE_MATCH_1 GREATER MAX_SYNCHRONIZE_WITH)
+    message(FATAL_ERROR "expected at most ${MAX_SYNCHRONIZE_WITH} synchronizations with the preload, got ${CMAKE_MATCH_1}")
+  endif()
 endif()
 if(DEFINED EXPECT_STDOUT AND NOT out_with MATCHES "${EXPECT_STDOUT}")
   message(FATAL_ERROR "stdout with the preload does not match '${EXPECT_STDOUT}':\n${out_with}")

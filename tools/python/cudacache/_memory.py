@@ -115,8 +115,9 @@ def empty_cache():
 def configure(conf):
     """Applies a configuration string ("key:value,key:value") over CUDACACHE_CONF.
 
-    Must run before the first allocation. Raises ConfigurationError (a ValueError) for an
-    unknown key or bad value (the message lists the valid keys) and when it is too late.
+    Must run before cudacache is first used (any call that names a device, allocating or not).
+    Raises ConfigurationError (a ValueError) for an unknown key or bad value (the message lists
+    the valid keys) and when it is too late.
     """
     lib = _library.get()
     if not isinstance(conf, str):
