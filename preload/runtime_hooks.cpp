@@ -22,6 +22,7 @@
 #include "export.h"
 #include "real_runtime.h"
 #include "reentrancy.h"
+#include "segment_table.h"
 
 namespace cudacache::preload {
 namespace {
@@ -31,11 +32,27 @@ int current_device() {
   return real::cudaGetDevice(&device) == cudaSuccess ? device : -1;
 }
 
+// Whether the stream of `stream_key` is being captured (Note [Stream capture]). False while the
+// program leaves an error unread, which allocate_cached passes through anyway (Note [Pending
+// errors]); a stream the query refuses counts as captured, so that the real function reports
+// what is wrong with it.
+bool capturing(cudaStream_t stream_key) {
+  if (real::cudaPeekAtLastError() != cudaSuccess) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (real::cudaStreamIsCapturing(stream_key, &status) != cudaSuccess) {
+    real::cudaGetLastError();  // the query's own error: none was pending before it
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 template <typename Forward>
-cudaError_t allocate(void** ptr, std::size_t size, cudaStream_t stream_key, Forward forward) {
+cudaError_t allocate(void** ptr, std::size_t size, cudaStream_t stream_key, bool stream_ordered,
+                     Forward forward) {
   if (inside_cudacache()) return forward();
   const InsideCudacache inside;
   if (ptr == nullptr || size == 0) return forward();
+  if (stream_ordered && capturing(stream_key)) return forward();
   void* cached = allocate_cached(current_device(), size, stream_key);
   if (cached == nullptr) return forward();
   *ptr = cached;
@@ -58,7 +75,11 @@ template <typename Forward>
 cudaError_t free_async(void* ptr, cudaStream_t stream, bool per_thread, Forward forward) {
   if (inside_cudacache() || ptr == nullptr) return forward();
   const InsideCudacache inside;
-  return finish_free(free_stream_ordered(ptr, async_stream_key(stream, per_thread)), forward);
+  const cudaStream_t stream_key = async_stream_key(stream, per_thread);
+  if (segment_device(ptr) >= 0 && capturing(stream_key)) {
+    return cudaErrorStreamCaptureUnsupported;  // Note [Stream capture]
+  }
+  return finish_free(free_stream_ordered(ptr, stream_key), forward);
 }
 
 }  // namespace
@@ -68,7 +89,8 @@ namespace preload = cudacache::preload;
 namespace real = cudacache::preload::real;
 
 CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMalloc(void** devPtr, size_t size) {
-  return preload::allocate(devPtr, size, nullptr, [&] { return real::cudaMalloc(devPtr, size); });
+  return preload::allocate(devPtr, size, nullptr, false,
+                           [&] { return real::cudaMalloc(devPtr, size); });
 }
 
 CUDACACHE_PRELOAD_EXPORT cudaError_t cudaFree(void* devPtr) {
@@ -80,13 +102,13 @@ CUDACACHE_PRELOAD_EXPORT cudaError_t cudaFree(void* devPtr) {
 
 CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMallocAsync(void** devPtr, size_t size,
                                                      cudaStream_t hStream) {
-  return preload::allocate(devPtr, size, preload::async_stream_key(hStream, false),
+  return preload::allocate(devPtr, size, preload::async_stream_key(hStream, false), true,
                            [&] { return real::cudaMallocAsync(devPtr, size, hStream); });
 }
 
 CUDACACHE_PRELOAD_EXPORT cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size,
                                                           cudaStream_t hStream) {
-  return preload::allocate(devPtr, size, preload::async_stream_key(hStream, true),
+  return preload::allocate(devPtr, size, preload::async_stream_key(hStream, true), true,
                            [&] { return real::cudaMallocAsync_ptsz(devPtr, size, hStream); });
 }
 

@@ -23,6 +23,27 @@ TEST_F(Capture, NoStreamIsCapturing) {
   ASSERT_CUDA(cudaStreamDestroy(stream));
 }
 
+TEST_F(Capture, AStreamMarkedCapturingIsReportedSoUntilUnmarked) {
+  cudaStream_t stream = nullptr;
+  ASSERT_CUDA(cudaStreamCreate(&stream));
+  ASSERT_EQ(cudasim_set_stream_capturing(stream, 1), 0);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ASSERT_CUDA(cudaStreamIsCapturing(stream, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  status = cudaStreamCaptureStatusNone;
+  ASSERT_CUDA(
+      cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, nullptr, nullptr, nullptr));
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  ASSERT_CUDA(cudaStreamIsCapturing(nullptr, &status));  // the others are not
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  ASSERT_EQ(cudasim_set_stream_capturing(stream, 0), 0);
+  ASSERT_CUDA(cudaStreamIsCapturing(stream, &status));
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_EQ(cudasim_set_stream_capturing(stream, 2), -1);
+  ASSERT_CUDA(cudaStreamDestroy(stream));
+  EXPECT_EQ(cudasim_set_stream_capturing(stream, 1), -1);  // destroyed
+}
+
 TEST_F(Capture, IsCapturingChecksArguments) {
   EXPECT_EQ(cudaStreamIsCapturing(nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);

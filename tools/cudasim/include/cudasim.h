@@ -17,6 +17,7 @@
  *   cudasim_fail_nth_call                           fail one device call of a kind
  *   cudasim_hold_stream / cudasim_release_stream    keep a stream's work pending
  *   cudasim_set_vmm_supported                       a device without the driver's VMM API
+ *   cudasim_set_stream_capturing                    a stream the capture queries call capturing
  *                                                   (CUDASIM_VMM=0: every device)
  *
  * The driver VMM API follows the rules that CUDA documents, strictly, so that what works on
@@ -131,6 +132,12 @@ CUDASIM_WEAK int cudasim_fail_nth_call(int device, const char* kind, int n);
  * held too. */
 CUDASIM_WEAK int cudasim_hold_stream(cudaStream_t stream);
 CUDASIM_WEAK int cudasim_release_stream(cudaStream_t stream);
+
+/* Makes cudaStreamIsCapturing and cudaStreamGetCaptureInfo report the stream as capturing
+ * (cudaStreamCaptureStatusActive; capturing: 1) or not (0), so that a test sees how code that
+ * asks behaves during a stream capture. cudasim records no graph: work enqueued on the stream
+ * runs as usual. Returns -1 for an unknown stream or another value. */
+CUDASIM_WEAK int cudasim_set_stream_capturing(cudaStream_t stream, int capturing);
 
 /* Whether a device supports the driver's virtual memory management API (default: yes;
  * CUDASIM_VMM=0 makes every device start without it). Without it,

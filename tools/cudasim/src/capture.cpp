@@ -1,7 +1,8 @@
 // Stream capture queries. The simulator never captures (cudaStreamBeginCapture is not
 // supported, see unsupported.cpp), so every valid stream reports
-// cudaStreamCaptureStatusNone; the thread's capture interaction mode is kept and exchanged as
-// CUDA does (it starts as cudaStreamCaptureModeGlobal).
+// cudaStreamCaptureStatusNone, but a stream a test marked with cudasim_set_stream_capturing
+// (cudaStreamCaptureStatusActive); the thread's capture interaction mode is kept and exchanged
+// as CUDA does (it starts as cudaStreamCaptureModeGlobal).
 #include <cstring>
 
 #include "state.h"
@@ -15,11 +16,17 @@ cudaStreamCaptureMode& thread_capture_mode() {
   return mode;
 }
 
-cudaError_t check_stream(cudaStream_t stream) {
+// A valid stream's capture status (cudasim_set_stream_capturing), or the stream's error.
+cudaError_t check_stream(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   StreamId id = 0;
-  return resolve_stream(s, stream, DefaultStream::Legacy, &id);
+  const cudaError_t e = resolve_stream(s, stream, DefaultStream::Legacy, &id);
+  if (e != cudaSuccess) return e;
+  const auto found = s.streams.find(id);
+  *status = found != s.streams.end() && found->second.capturing ? cudaStreamCaptureStatusActive
+                                                                : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -32,8 +39,9 @@ extern "C" {
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus) {
   if (pCaptureStatus == nullptr) return finish(cudaErrorInvalidValue);
-  if (const cudaError_t e = check_stream(stream); e != cudaSuccess) return finish(e);
-  *pCaptureStatus = cudaStreamCaptureStatusNone;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (const cudaError_t e = check_stream(stream, &status); e != cudaSuccess) return finish(e);
+  *pCaptureStatus = status;
   return cudaSuccess;
 }
 
@@ -45,8 +53,9 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
                                      const cudaGraphEdgeData** edgeData_out,
                                      size_t* numDependencies_out) {
   if (captureStatus_out == nullptr) return finish(cudaErrorInvalidValue);
-  if (const cudaError_t e = check_stream(stream); e != cudaSuccess) return finish(e);
-  *captureStatus_out = cudaStreamCaptureStatusNone;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (const cudaError_t e = check_stream(stream, &status); e != cudaSuccess) return finish(e);
+  *captureStatus_out = status;
   if (id_out != nullptr) *id_out = 0;
   if (graph_out != nullptr) *graph_out = nullptr;
   if (dependencies_out != nullptr) *dependencies_out = nullptr;

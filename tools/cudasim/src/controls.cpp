@@ -123,4 +123,13 @@ int cudasim_release_stream(cudaStream_t stream) {
   return 0;
 }
 
+int cudasim_set_stream_capturing(cudaStream_t stream, int capturing) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  Stream* st = find_stream(s, stream);
+  if (st == nullptr || (capturing != 0 && capturing != 1)) return -1;
+  st->capturing = capturing == 1;
+  return 0;
+}
+
 }  // extern "C"

@@ -59,6 +59,10 @@ struct Stream {
   int priority = 0;
   bool destroyed = false;  // handle invalid for users; kept until its work drains
   bool held = false;
+  // cudasim_set_stream_capturing: reported as capturing (cudaStreamCaptureStatusActive) by the
+  // capture queries. cudasim records no graph: this only lets tests see how code that asks
+  // behaves during a capture.
+  bool capturing = false;
   uint64_t enqueued = 0;
   uint64_t completed = 0;
   std::deque<Op> queue;
