@@ -34,6 +34,7 @@ constexpr Entry kEntries[kFunctionCount] = {
     {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, CU_GET_PROC_ADDRESS_DEFAULT},
     {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000,
      CU_GET_PROC_ADDRESS_DEFAULT},
+    {"cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, CU_GET_PROC_ADDRESS_DEFAULT},
 };
 
 std::atomic<void*> g_functions[kFunctionCount];
@@ -91,8 +92,17 @@ int primary_context_device() {
     return -1;
   }
   if (g_primary_contexts[device].load(std::memory_order_acquire) == current) return device;
-  // Not known yet (or the primary context was recreated): ask. Retaining an active primary
-  // context only counts a reference, which is dropped at once.
+  // Not known yet (or the primary context was recreated): ask. An inactive primary context is
+  // not the current one, and retaining it would create it (and the release destroy it again,
+  // on every allocation: found in review), so its state comes first. Retaining an active
+  // primary context only counts a reference, which is dropped at once.
+  auto* get_state = reinterpret_cast<CUresult (*)(CUdevice, unsigned int*, int*)>(
+      find(kDevicePrimaryCtxGetState));
+  unsigned int flags = 0;
+  int active = 0;
+  if (get_state == nullptr || get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0) {
+    return -1;
+  }
   auto* retain =
       reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(find(kDevicePrimaryCtxRetain));
   auto* release = reinterpret_cast<CUresult (*)(CUdevice)>(find(kDevicePrimaryCtxRelease));

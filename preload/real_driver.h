@@ -23,6 +23,7 @@ enum Function : int {
   kCtxGetDevice,
   kDevicePrimaryCtxRetain,
   kDevicePrimaryCtxRelease,  // _v2
+  kDevicePrimaryCtxGetState,
   kFunctionCount
 };
 

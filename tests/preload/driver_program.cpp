@@ -22,6 +22,7 @@ struct StandinCounters {
   unsigned long mem_allocs;
   unsigned long mem_frees;
   unsigned long lookups;
+  unsigned long primary_retains;
 };
 
 using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
@@ -115,7 +116,8 @@ int main(int argc, char** argv) {
   counters(&c);
   std::printf("checksum=%llu early free=%d\n", static_cast<unsigned long long>(checksum),
               static_cast<int>(early_free));
-  std::printf("driver allocations=%lu driver frees=%lu\n", c.mem_allocs, c.mem_frees);
+  std::printf("driver allocations=%lu driver frees=%lu primary context retains=%lu\n", c.mem_allocs,
+              c.mem_frees, c.primary_retains);
   std::fflush(stdout);  // before the runtime's exit report on stderr
   return 0;
 }

@@ -17,6 +17,7 @@ std::atomic<unsigned long> g_allocs{0};
 std::atomic<unsigned long> g_frees{0};
 std::atomic<unsigned long> g_lookups{0};
 std::atomic<bool> g_private_context{false};
+std::atomic<unsigned long> g_primary_retains{0};
 
 int g_primary_context_storage = 0;
 int g_private_context_storage = 0;
@@ -29,7 +30,8 @@ extern "C" {
 struct cudacache_standin_counters {
   unsigned long mem_allocs;  // cuMemAlloc_v2 + cuMemAllocAsync calls that reached the stand-in
   unsigned long mem_frees;
-  unsigned long lookups;  // cuGetProcAddress_v2 calls
+  unsigned long lookups;          // cuGetProcAddress_v2 calls
+  unsigned long primary_retains;  // cuDevicePrimaryCtxRetain calls
 };
 
 __attribute__((visibility("default"))) void cudacache_standin_get_counters(
@@ -37,9 +39,11 @@ __attribute__((visibility("default"))) void cudacache_standin_get_counters(
   out->mem_allocs = g_allocs;
   out->mem_frees = g_frees;
   out->lookups = g_lookups;
+  out->primary_retains = g_primary_retains;
 }
 
-// From now on the current context is not the device's primary context.
+// From now on the current context is not the device's primary context, and the primary context
+// is inactive (a driver-API program that made its own context and never used the runtime).
 __attribute__((visibility("default"))) void cudacache_standin_use_private_context(int on) {
   g_private_context = on != 0;
 }
@@ -79,9 +83,21 @@ __attribute__((visibility("default"))) CUresult cuCtxGetDevice(CUdevice* device)
   return CUDA_SUCCESS;
 }
 
+// On a real driver, retaining an inactive primary context creates it, and releasing the last
+// reference destroys it: counted, so that a test sees whether the preload does so.
 __attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx,
                                                                          CUdevice) {
+  ++g_primary_retains;
   *pctx = primary();
+  return CUDA_SUCCESS;
+}
+
+__attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxGetState(CUdevice,
+                                                                           unsigned int* flags,
+                                                                           int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *flags = 0;
+  *active = g_private_context ? 0 : 1;
   return CUDA_SUCCESS;
 }
 
@@ -106,6 +122,7 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
       {"cuCtxGetDevice", reinterpret_cast<void*>(&cuCtxGetDevice)},
       {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
       {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
+      {"cuDevicePrimaryCtxGetState", reinterpret_cast<void*>(&cuDevicePrimaryCtxGetState)},
   };
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (const Entry& e : entries) {
