@@ -14,6 +14,7 @@
 #include "log.h"
 #include "real_driver.h"
 #include "reentrancy.h"
+#include "segment_table.h"
 
 namespace cudacache::preload {
 namespace {
@@ -33,6 +34,19 @@ CUresult forward(Function function, Args... args) {
 
 bool serving() { return !inside_cudacache() && driver::hooks_enabled(); }
 
+// Whether the stream of `stream_key` (a handle, or CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) is
+// being captured: Note [Stream capture] in runtime_hooks.cpp. A stream the query refuses counts
+// as captured, so that the driver reports what is wrong with it; a driver without the query
+// (before CUDA 10) captures nothing.
+bool capturing(cudaStream_t stream_key) {
+  using IsCapturing = CUresult(CUstream, CUstreamCaptureStatus*);
+  IsCapturing* query = real_function<IsCapturing>(driver::kStreamIsCapturing);
+  if (query == nullptr) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (query(reinterpret_cast<CUstream>(stream_key), &status) != CUDA_SUCCESS) return true;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CUresult allocate(Function real, CUdeviceptr* dptr, size_t bytesize, cudaStream_t stream_key,
                   CUstream stream) {
   using Alloc = CUresult(CUdeviceptr*, size_t);
@@ -44,6 +58,7 @@ CUresult allocate(Function real, CUdeviceptr* dptr, size_t bytesize, cudaStream_
   };
   if (!serving() || dptr == nullptr || bytesize == 0) return pass();
   const InsideCudacache inside;
+  if (async && capturing(stream_key)) return pass();  // a graph memory node
   const int device = driver::primary_context_device();
   void* cached = device >= 0 ? allocate_cached(device, bytesize, stream_key) : nullptr;
   if (cached == nullptr) return pass();
@@ -75,9 +90,11 @@ CUresult free_memory(Function real, CUdeviceptr dptr, CUstream stream, bool per_
   if (!serving() || dptr == 0) return pass();
   const InsideCudacache inside;
   void* ptr = reinterpret_cast<void*>(dptr);
-  return finish_free(async ? free_stream_ordered(ptr, async_stream_key(stream, per_thread))
-                           : free_synchronized(ptr),
-                     pass);
+  const cudaStream_t stream_key = async_stream_key(stream, per_thread);
+  if (async && segment_device(ptr) >= 0 && capturing(stream_key)) {
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // Note [Stream capture] in runtime_hooks.cpp
+  }
+  return finish_free(async ? free_stream_ordered(ptr, stream_key) : free_synchronized(ptr), pass);
 }
 
 void* hook_of(Function function);

@@ -35,7 +35,17 @@ constexpr Entry kEntries[kFunctionCount] = {
     {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000,
      CU_GET_PROC_ADDRESS_DEFAULT},
     {"cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, CU_GET_PROC_ADDRESS_DEFAULT},
+    {"cuStreamIsCapturing", "cuStreamIsCapturing", 10000, CU_GET_PROC_ADDRESS_DEFAULT},
 };
+
+// One entry per Function: a missing one would be a null name, looked up at run time.
+constexpr bool every_function_named() {
+  for (const Entry& entry : kEntries) {
+    if (entry.exported == nullptr || entry.base == nullptr) return false;
+  }
+  return true;
+}
+static_assert(every_function_named(), "kEntries must name every driver::Function");
 
 std::atomic<void*> g_functions[kFunctionCount];
 std::atomic<CUcontext> g_primary_contexts[kMaxDevices];

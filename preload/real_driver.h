@@ -24,6 +24,7 @@ enum Function : int {
   kDevicePrimaryCtxRetain,
   kDevicePrimaryCtxRelease,  // _v2
   kDevicePrimaryCtxGetState,
+  kStreamIsCapturing,
   kFunctionCount
 };
 

@@ -5,7 +5,10 @@
 //
 // Prints whose cuMemAlloc it received, a checksum of data written to and read back from every
 // allocation, and the stand-in's counters: how many allocations reached the "driver".
-// Argument "private-context": the current context is not the primary one.
+// Argument "private-context": the current context is not the primary one. Argument "capture":
+// then, with every stream reported as being captured, one stream-ordered allocation and the
+// stream-ordered free of a block allocated before (Note [Stream capture] in
+// preload/runtime_hooks.cpp).
 #include <cuda.h>
 #include <dlfcn.h>
 
@@ -118,6 +121,28 @@ int main(int argc, char** argv) {
               static_cast<int>(early_free));
   std::printf("driver allocations=%lu driver frees=%lu primary context retains=%lu\n", c.mem_allocs,
               c.mem_frees, c.primary_retains);
+  if (argc > 1 && std::strcmp(argv[1], "capture") == 0) {
+    auto set_capturing =
+        reinterpret_cast<void (*)(int)>(dlsym(driver, "cudacache_standin_set_capturing"));
+    if (set_capturing == nullptr) return 1;
+    CUdeviceptr before = 0;
+    if (alloc_async(&before, 1 << 20, nullptr) != CUDA_SUCCESS) return 1;
+    set_capturing(1);
+    counters(&c);
+    const unsigned long driver_allocations = c.mem_allocs;
+    CUdeviceptr captured = 0;
+    const CUresult allocated = alloc_async(&captured, 1 << 20, nullptr);
+    counters(&c);
+    const CUresult refused = free_async(before, nullptr);
+    const CUresult freed_captured = free_async(captured, nullptr);
+    set_capturing(0);
+    const CUresult freed_after = free_async(before, nullptr);
+    std::printf(
+        "capturing: allocation %d from the driver: %s, free of a block allocated before: "
+        "%d, free of the captured allocation: %d, the first freed after: %d\n",
+        static_cast<int>(allocated), c.mem_allocs > driver_allocations ? "yes" : "no",
+        static_cast<int>(refused), static_cast<int>(freed_captured), static_cast<int>(freed_after));
+  }
   std::fflush(stdout);  // before the runtime's exit report on stderr
   return 0;
 }

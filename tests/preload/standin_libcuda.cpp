@@ -18,6 +18,7 @@ std::atomic<unsigned long> g_frees{0};
 std::atomic<unsigned long> g_lookups{0};
 std::atomic<bool> g_private_context{false};
 std::atomic<unsigned long> g_primary_retains{0};
+std::atomic<bool> g_capturing{false};
 
 int g_primary_context_storage = 0;
 int g_private_context_storage = 0;
@@ -46,6 +47,18 @@ __attribute__((visibility("default"))) void cudacache_standin_get_counters(
 // is inactive (a driver-API program that made its own context and never used the runtime).
 __attribute__((visibility("default"))) void cudacache_standin_use_private_context(int on) {
   g_private_context = on != 0;
+}
+
+// From now on every stream reports that it is being captured (cuStreamIsCapturing).
+__attribute__((visibility("default"))) void cudacache_standin_set_capturing(int on) {
+  g_capturing = on != 0;
+}
+
+__attribute__((visibility("default"))) CUresult cuStreamIsCapturing(CUstream,
+                                                                    CUstreamCaptureStatus* status) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *status = g_capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
 }
 
 __attribute__((visibility("default"))) CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
@@ -123,6 +136,7 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
       {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
       {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
       {"cuDevicePrimaryCtxGetState", reinterpret_cast<void*>(&cuDevicePrimaryCtxGetState)},
+      {"cuStreamIsCapturing", reinterpret_cast<void*>(&cuStreamIsCapturing)},
   };
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (const Entry& e : entries) {
