@@ -34,12 +34,12 @@ cudacache_status record_failure(cudacache_status status, std::string_view messag
   std::size_t n = message.size();
   if (n >= kLastErrorBytes) {  // the end says it was cut
     n = kLastErrorBytes - 1 - kTruncated.size();
+    std::memmove(last_error, message.data(), n);  // memmove: a message may be this buffer's
     std::memcpy(last_error + n, kTruncated.data(), kTruncated.size());
-    std::memcpy(last_error, message.data(), n);
     last_error[n + kTruncated.size()] = '\0';
     return status;
   }
-  std::memcpy(last_error, message.data(), n);
+  std::memmove(last_error, message.data(), n);
   last_error[n] = '\0';
   return status;
 }

@@ -27,7 +27,7 @@ CHECKS=("preload 1: nvcc -cudart shared program" "preload 1: g++ program" \
         "preload 3: static runtime program" "preload 3/7: kernels, free then reuse" \
         "preload 5: ctypes, real libcudart" "preload 8: cudaMemGetInfo" \
         "preload 8: passthrough, cudaDeviceReset" "preload 9: benchmark, real runtime" \
-        "preload 5: torch, no caching")
+        "preload 5: torch, no caching" "preload 10: CUDA graph allocating stream-ordered")
 
 usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 
@@ -72,6 +72,8 @@ build_programs() {
     "$sources/alloc_program.cu" -o "$dir/preload_alloc_program_static"
   compile preload_kernel_program "$cuda/bin/nvcc" -O2 -arch=sm_"$arch" \
     "$repo/tests/gpu/preload_kernel_program.cu" -o "$dir/preload_kernel_program"
+  compile preload_graph_program "$cuda/bin/nvcc" -O2 -arch=sm_"$arch" \
+    "$repo/tests/gpu/preload_graph_program.cu" -o "$dir/preload_graph_program"
   local failed=0 i
   for i in "${!pids[@]}"; do
     if wait "${pids[$i]}"; then
@@ -277,6 +279,11 @@ run_checks() {
   name="preload 3/7: kernels, free then reuse"
   present "$name" "$T/preload_kernel_program" &&
     compare "$name" kernel_program 200 10 "${static_env[@]}" -- "$T/preload_kernel_program" 100
+  # 10. A graph that allocates and frees stream-ordered, launched while another stream
+  # allocates: the captured allocation must be the graph's (a graph memory node), not the cache's.
+  name="preload 10: CUDA graph allocating stream-ordered"
+  present "$name" "$T/preload_graph_program" &&
+    compare "$name" graph_program 50 10 "${static_env[@]}" -- "$T/preload_graph_program" 50
 
   # 5. Python loading the real runtime privately (ctypes, RTLD_LOCAL).
   local interpreter
