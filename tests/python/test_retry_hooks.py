@@ -100,6 +100,52 @@ class RetryHookTest(support.AllocatorTestCase):
         self.assertIs(reported[0].exc_type, ZeroDivisionError)
         self.assertIn("retry hook", reported[0].err_msg)
 
+    def test_a_hook_may_remove_itself_and_removal_waits_for_a_call_on_another_thread(self):
+        # Removing from inside a hook returns at once; removing from another thread returns only
+        # once the call under way there has ended (the library's guarantee), without deadlock
+        # on the module's lock.
+        import threading
+        calls = []
+
+        def removes_itself(context):
+            calls.append(context.round)
+            cudacache.remove_retry_hook(removes_itself)
+            return False
+
+        cudacache.add_retry_hook(removes_itself)
+        with self.assertRaises(cudacache.OutOfMemoryError):
+            cudacache.raw_alloc(HUGE, 0)
+        with self.assertRaises(cudacache.OutOfMemoryError):
+            cudacache.raw_alloc(HUGE, 0)
+        self.assertEqual(calls, [0])  # gone after its first call
+
+        started, release, ended = threading.Event(), threading.Event(), []
+
+        def slow(context):
+            started.set()
+            release.wait(10)
+            ended.append(True)
+            return False
+
+        cudacache.add_retry_hook(slow)
+
+        def allocate():
+            with self.assertRaises(cudacache.OutOfMemoryError):
+                cudacache.raw_alloc(HUGE, 0)
+
+        worker = threading.Thread(target=allocate)
+        worker.start()
+        self.assertTrue(started.wait(10))
+        remover = threading.Thread(target=lambda: cudacache.remove_retry_hook(slow))
+        remover.start()
+        remover.join(0.2)
+        self.assertTrue(remover.is_alive())  # waiting for the call under way
+        release.set()
+        remover.join(10)
+        worker.join(10)
+        self.assertFalse(remover.is_alive())
+        self.assertEqual(ended, [True])
+
     def test_non_callable_is_rejected(self):
         with self.assertRaises(TypeError):
             cudacache.add_retry_hook(42)

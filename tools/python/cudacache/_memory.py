@@ -209,8 +209,12 @@ def remove_retry_hook(hook):
             handle = next((h for h, (fn, _) in _hooks.items() if fn is hook), None)
         if handle not in _hooks:
             raise KeyError(f"{hook!r} is not a registered retry hook")
-        _check(lib, lib.cudacache_unregister_retry_hook(handle), "cudacache_unregister_retry_hook")
-        del _hooks[handle]
+    # Outside the lock: the call waits for the hook's calls under way on other threads, whose
+    # function may add or remove hooks in turn. The ctypes callback stays referenced in _hooks
+    # until it returns, after which the library never calls it again.
+    _check(lib, lib.cudacache_unregister_retry_hook(handle), "cudacache_unregister_retry_hook")
+    with _hooks_lock:
+        _hooks.pop(handle, None)
 
 
 def _integer(value, expected):
