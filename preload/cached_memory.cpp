@@ -77,15 +77,25 @@ FreeResult free_stream_ordered(void* ptr, cudaStream_t stream_key) {
   if (device < 0) return {FreeOutcome::kNotOurs, cudaSuccess};
   DeviceAllocator* allocator = existing_allocator(device);
   if (allocator == nullptr) return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  // The default streams named by their handles are the current device's: a block of another
+  // device cannot wait for one by an event (the allocator records its events on the block's
+  // device, on that device's stream of the handle), so the free waits for it on the host
+  // (found in review: a per-thread free from another device went back to the pool at once).
   bool wait_for_stream = false;
-  try {
-    // The block stays out of the pool until an event on the freeing stream completes: on a
-    // per-thread default stream, the freeing thread's own (Note [Per-thread streams]).
-    if (!allocator->record_stream_if_owned(ptr, stream_key)) {
-      return {FreeOutcome::kInvalidPointer, cudaSuccess};
+  if (stream_key == cudaStreamPerThread || stream_key == cudaStreamLegacy) {
+    int current = -1;
+    wait_for_stream = real::cudaGetDevice(&current) != cudaSuccess || current != device;
+  }
+  if (!wait_for_stream) {
+    try {
+      // The block stays out of the pool until an event on the freeing stream completes: on a
+      // per-thread default stream, the freeing thread's own (Note [Per-thread streams]).
+      if (!allocator->record_stream_if_owned(ptr, stream_key)) {
+        return {FreeOutcome::kInvalidPointer, cudaSuccess};
+      }
+    } catch (const std::exception&) {  // a stream it cannot record on (another device)
+      wait_for_stream = true;
     }
-  } catch (const std::exception&) {  // a stream it cannot record on (another device)
-    wait_for_stream = true;
   }
   if (wait_for_stream) {
     const cudaError_t error = real::cudaStreamSynchronize(stream_key);

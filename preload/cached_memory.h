@@ -18,7 +18,8 @@
 // [Per-thread default streams] in device_allocator.cpp), since another thread's stream may
 // reuse it. Until 2026-12-07 such a free waited for the stream on the host instead (found in
 // review: it stalled every such free, and could deadlock a program whose stream waited for
-// the host).
+// the host). It still does for a block of another device than the current one, whose
+// per-thread stream is not the one the program freed on.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -34,17 +34,22 @@ CUresult forward(Function function, Args... args) {
 
 bool serving() { return !inside_cudacache() && driver::hooks_enabled(); }
 
-// Whether the stream of `stream_key` (a handle, or CU_STREAM_LEGACY / CU_STREAM_PER_THREAD) is
-// being captured: Note [Stream capture] in runtime_hooks.cpp. A stream the query refuses counts
-// as captured, so that the driver reports what is wrong with it; a driver without the query
-// (before CUDA 10) captures nothing.
-bool capturing(cudaStream_t stream_key) {
+// The capture status of the stream of `stream_key` (a handle, or CU_STREAM_LEGACY /
+// CU_STREAM_PER_THREAD): Note [Stream capture] in runtime_hooks.cpp. CUDA_SUCCESS with
+// *capturing set, or the query's own error; a driver without the query (before CUDA 10)
+// captures nothing.
+CUresult capture_status(cudaStream_t stream_key, bool* capturing) {
   using IsCapturing = CUresult(CUstream, CUstreamCaptureStatus*);
+  *capturing = false;
   IsCapturing* query = real_function<IsCapturing>(driver::kStreamIsCapturing);
-  if (query == nullptr) return false;
+  if (query == nullptr) return CUDA_SUCCESS;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (query(reinterpret_cast<CUstream>(stream_key), &status) != CUDA_SUCCESS) return true;
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (const CUresult error = query(reinterpret_cast<CUstream>(stream_key), &status);
+      error != CUDA_SUCCESS) {
+    return error;
+  }
+  *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
 }
 
 CUresult allocate(Function real, CUdeviceptr* dptr, size_t bytesize, cudaStream_t stream_key,
@@ -58,12 +63,33 @@ CUresult allocate(Function real, CUdeviceptr* dptr, size_t bytesize, cudaStream_
   };
   if (!serving() || dptr == nullptr || bytesize == 0) return pass();
   const InsideCudacache inside;
-  if (async && capturing(stream_key)) return pass();  // a graph memory node
+  if (async) {  // on a stream being captured, or one the query refuses: the driver's to answer
+    bool capturing = false;
+    if (capture_status(stream_key, &capturing) != CUDA_SUCCESS || capturing) return pass();
+  }
   const int device = driver::primary_context_device();
   void* cached = device >= 0 ? allocate_cached(device, bytesize, stream_key) : nullptr;
   if (cached == nullptr) return pass();
   *dptr = reinterpret_cast<CUdeviceptr>(cached);
   return CUDA_SUCCESS;
+}
+
+// A runtime error of a free as the driver's: the codes a free can meet share their numbers in
+// the two APIs (2, out of memory; 400, an invalid handle; 700-719, errors of the device's
+// work; 900, capture), where a fixed code hid what went wrong (found in review). Runtime-only
+// codes are CUDA_ERROR_UNKNOWN.
+CUresult as_driver_error(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return CUDA_SUCCESS;
+    case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
+    case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
+    case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
+    case cudaErrorStreamCaptureUnsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    case cudaErrorStreamCaptureImplicit: return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    default: break;
+  }
+  const int code = static_cast<int>(error);
+  return code >= 700 && code <= 719 ? static_cast<CUresult>(code) : CUDA_ERROR_UNKNOWN;
 }
 
 template <typename Pass>
@@ -75,9 +101,7 @@ CUresult finish_free(FreeResult result, Pass pass) {
     case FreeOutcome::kFailed:
     case FreeOutcome::kFreed: break;
   }
-  // The runtime's code as the driver's: they share their numbers (700, an illegal address,
-  // is CUDA_ERROR_ILLEGAL_ADDRESS), where a fixed code hid what went wrong (found in review).
-  return static_cast<CUresult>(result.error);
+  return as_driver_error(result.error);
 }
 
 CUresult free_memory(Function real, CUdeviceptr dptr, CUstream stream, bool per_thread) {
@@ -91,8 +115,12 @@ CUresult free_memory(Function real, CUdeviceptr dptr, CUstream stream, bool per_
   const InsideCudacache inside;
   void* ptr = reinterpret_cast<void*>(dptr);
   const cudaStream_t stream_key = async_stream_key(stream, per_thread);
-  if (async && segment_device(ptr) >= 0 && capturing(stream_key)) {
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // Note [Stream capture] in runtime_hooks.cpp
+  if (async && segment_device(ptr) >= 0) {  // Note [Stream capture] in runtime_hooks.cpp
+    bool capturing = false;
+    if (const CUresult error = capture_status(stream_key, &capturing); error != CUDA_SUCCESS) {
+      return error;
+    }
+    if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   return finish_free(async ? free_stream_ordered(ptr, stream_key) : free_synchronized(ptr), pass);
 }

@@ -32,10 +32,10 @@ int current_device() {
   return real::cudaGetDevice(&device) == cudaSuccess ? device : -1;
 }
 
-// Whether the stream of `stream_key` is being captured (Note [Stream capture]). False while the
-// program leaves an error unread, which allocate_cached passes through anyway (Note [Pending
-// errors]); a stream the query refuses counts as captured, so that the real function reports
-// what is wrong with it.
+// Whether an allocation on the stream of `stream_key` goes to the real runtime because the
+// stream is being captured (Note [Stream capture]). False while the program leaves an error
+// unread, which allocate_cached passes through anyway (Note [Pending errors]); a stream the
+// query refuses goes to the real function too, which reports what is wrong with it.
 bool capturing(cudaStream_t stream_key) {
   if (real::cudaPeekAtLastError() != cudaSuccess) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -44,6 +44,22 @@ bool capturing(cudaStream_t stream_key) {
     return true;
   }
   return status != cudaStreamCaptureStatusNone;
+}
+
+// What a stream-ordered free of a cached block on the stream of `stream_key` must return
+// before anything is freed: cudaErrorStreamCaptureUnsupported while the stream is being
+// captured (Note [Stream capture]), the query's own error when it fails (on the legacy stream
+// while another stream captures in global mode, cudaErrorStreamCaptureImplicit, which the
+// runtime records as the thread's last error, as the real free's would be), else cudaSuccess.
+// Asked whatever error the program left unread: a query that succeeds leaves it alone (found
+// in review: skipping the query then freed captured blocks into the cache again).
+cudaError_t capture_refusal(cudaStream_t stream_key) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (const cudaError_t error = real::cudaStreamIsCapturing(stream_key, &status);
+      error != cudaSuccess) {
+    return error;
+  }
+  return status == cudaStreamCaptureStatusNone ? cudaSuccess : cudaErrorStreamCaptureUnsupported;
 }
 
 template <typename Forward>
@@ -76,8 +92,10 @@ cudaError_t free_async(void* ptr, cudaStream_t stream, bool per_thread, Forward 
   if (inside_cudacache() || ptr == nullptr) return forward();
   const InsideCudacache inside;
   const cudaStream_t stream_key = async_stream_key(stream, per_thread);
-  if (segment_device(ptr) >= 0 && capturing(stream_key)) {
-    return cudaErrorStreamCaptureUnsupported;  // Note [Stream capture]
+  if (segment_device(ptr) >= 0) {
+    if (const cudaError_t refused = capture_refusal(stream_key); refused != cudaSuccess) {
+      return refused;  // nothing freed
+    }
   }
   return finish_free(free_stream_ordered(ptr, stream_key), forward);
 }

@@ -62,7 +62,8 @@ class PageIndex {
   // change to the pages.
   void reserve(std::uintptr_t address, std::size_t bytes, std::size_t pages);
   // Adds `page` at `address` (a granule inside the range, the page's granules all unmapped and
-  // reserved). Never throws. Pointers from find() stay valid until the next erase().
+  // reserved). Never throws. Pointers from find() stay valid until the next erase() or
+  // reserve().
   void insert(std::uintptr_t address, const Page& page) noexcept;
   // Removes the page at `address` (one must start there).
   void erase(std::uintptr_t address) noexcept;

@@ -198,7 +198,9 @@ CUDACACHE_API int cudacache_growth_report_json(int device, char* buf, size_t len
  * Must be called before first use (see Conventions above); afterwards it fails with
  * CUDACACHE_CONFIG. */
 CUDACACHE_API cudacache_status cudacache_configure(const char* config);
-/* Text listing every option, its default, its effective value and its documentation. */
+/* Text listing every option, its default, its effective value and its documentation (on failure,
+ * the message of cudacache_last_error()). Valid until the next call on this thread; not to be
+ * called from exit handlers (the text is a thread_local object, destroyed at exit). */
 CUDACACHE_API const char* cudacache_config_help(void);
 
 /* Out-of-memory retry hooks. When an allocation still fails after the allocator has released

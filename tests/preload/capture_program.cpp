@@ -43,6 +43,12 @@ int main() {
               cudaGetErrorName(allocated), device_allocations() - before);
   std::printf("free of a block allocated before, while capturing: %s\n",
               cudaGetErrorName(cudaFreeAsync(kept, stream)));
+  // The same with an error the program has not read yet (found in review: the free then
+  // skipped the capture query and freed the block into the cache).
+  const cudaError_t left = cudaSetDevice(999);
+  const cudaError_t refused_with_error_left = cudaFreeAsync(kept, stream);
+  std::printf("the same with %s left unread: %s, then the error read: %s\n", cudaGetErrorName(left),
+              cudaGetErrorName(refused_with_error_left), cudaGetErrorName(cudaGetLastError()));
   std::printf("free of the allocation made while capturing: %s\n",
               cudaGetErrorName(cudaFreeAsync(captured, stream)));
   if (cudasim_set_stream_capturing(stream, 0) != 0) return 1;

@@ -140,6 +140,8 @@ class RetryHookTest(support.AllocatorTestCase):
         remover.start()
         remover.join(0.2)
         self.assertTrue(remover.is_alive())  # waiting for the call under way
+        with self.assertRaises(KeyError):  # its removal is under way already
+            cudacache.remove_retry_hook(slow)
         release.set()
         remover.join(10)
         worker.join(10)

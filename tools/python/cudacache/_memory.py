@@ -148,6 +148,7 @@ def last_error():
 
 _hooks_lock = threading.Lock()
 _hooks = {}  # handle -> (Python callable, ctypes callback kept alive while registered)
+_removing = set()  # handles whose removal is under way (remove_retry_hook)
 
 
 class OomContext:
@@ -206,15 +207,20 @@ def remove_retry_hook(hook):
         if isinstance(hook, int) and not isinstance(hook, bool):
             handle = hook
         else:
-            handle = next((h for h, (fn, _) in _hooks.items() if fn is hook), None)
-        if handle not in _hooks:
+            handle = next((h for h, (fn, _) in _hooks.items()
+                           if fn is hook and h not in _removing), None)
+        if handle not in _hooks or handle in _removing:
             raise KeyError(f"{hook!r} is not a registered retry hook")
+        _removing.add(handle)  # a second removal of it is a KeyError from now on
     # Outside the lock: the call waits for the hook's calls under way on other threads, whose
     # function may add or remove hooks in turn. The ctypes callback stays referenced in _hooks
     # until it returns, after which the library never calls it again.
-    _check(lib, lib.cudacache_unregister_retry_hook(handle), "cudacache_unregister_retry_hook")
-    with _hooks_lock:
-        _hooks.pop(handle, None)
+    try:
+        _check(lib, lib.cudacache_unregister_retry_hook(handle), "cudacache_unregister_retry_hook")
+    finally:
+        with _hooks_lock:
+            _removing.discard(handle)
+            _hooks.pop(handle, None)
 
 
 def _integer(value, expected):
