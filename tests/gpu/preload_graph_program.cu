@@ -13,6 +13,8 @@
 // byte is wrong or a call fails.
 #include <cuda_runtime.h>
 
+#include "preload_program_support.cuh"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,22 +22,8 @@
 
 namespace {
 
-// Writes value over data[0, n) `passes` times (volatile: every pass is a real store).
-__global__ void fill(volatile unsigned char* data, unsigned char value, std::size_t n, int passes) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (int pass = 0; pass < passes; ++pass) {
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += stride) {
-      data[i] = value;
-    }
-  }
-}
-
-bool check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return true;
-  std::printf("FAIL: %s: %s\n", what, cudaGetErrorName(error));
-  return false;
-}
+using preload_check::check;
+using preload_check::fill;
 
 std::uint64_t count_not(const std::vector<unsigned char>& bytes, unsigned char value) {
   std::uint64_t wrong = 0;
