@@ -19,6 +19,7 @@ void FreeIndex::insert_splitting(std::size_t at, Block* block) {
   // The full leaf's upper half moves to a new leaf after it; the block goes into either half.
   // What this allocates comes first, before any block moves: a failure changes nothing. With
   // reserve_host_memory() called, nothing does.
+  hint_ = nullptr;
   if (leaves_.capacity() == leaves_.size()) leaves_.reserve(2 * leaves_.size());
   std::unique_ptr<Leaf> upper;
   if (spare_leaves_.empty()) {
@@ -49,6 +50,7 @@ void FreeIndex::shrunk(std::size_t index) {
   // joins a neighbour if the two fit in one leaf, or takes blocks from it until the two hold
   // about as many: either way no leaf stays this small, so that the leaves number at most about
   // size() / kLeafMinimum and a search over them stays short.
+  hint_ = nullptr;
   const auto unlink = [this](std::size_t gone) {
     Leaf& leaf = *leaves_[gone];
     if (leaf.previous != nullptr) leaf.previous->next = leaf.next;

@@ -80,6 +80,8 @@ class FreeIndex {
   // Four words of the leaf are not blocks: previous, next, count and the null.
   static constexpr std::size_t kLeafCapacity = kLeafBytes / sizeof(Block*) - 4;
   static constexpr std::size_t kLeafMinimum = kLeafCapacity / 4;
+  // Up to how many blocks (in a sole leaf) a removal looks for its block one by one.
+  static constexpr std::size_t kScannedForRemoval = 16;
 
  private:
   struct alignas(kLeafBytes) Leaf {
@@ -146,20 +148,30 @@ class FreeIndex {
   Iterator lower_bound(const Key& key) const { return first_not_below(key, KeyOrder{}); }
   // Adds `block` (not in the index).
   void insert(Block* block) {
+    // Note [Insertion where the last removal was]: first the place of the last removal.
+    if (Block** position = hinted_position(block))
+      return insert_at(*leaf_of(position), position, block);
     // Into the leaf that holds its successor, or the last one when it sorts after every block.
     const std::size_t at =
         leaves_.size() == 1 ? 0 : std::min(leaf_for(block, Order{}), leaves_.size() - 1);
     Leaf& leaf = *leaves_[at];
     if (leaf.count == kLeafCapacity) return insert_splitting(at, block);
-    Block** position = std::lower_bound(leaf.blocks, leaf.blocks + leaf.count, block, Order{});
-    // The null after the last block moves up with them.
-    std::copy_backward(position, leaf.blocks + leaf.count + 1, leaf.blocks + leaf.count + 2);
-    *position = block;
-    ++leaf.count;
-    ++size_;
+    insert_at(leaf, std::lower_bound(leaf.blocks, leaf.blocks + leaf.count, block, Order{}), block);
   }
   // Removes `block`; false (and nothing changes) when it is not in the index.
   bool erase(const Block* block) {
+    // A few blocks in one leaf (the usual case, Note [Free index]): the block found by its
+    // address, a loop whose branch goes the same way until the end, where a search by its key
+    // takes an unpredictable branch at each step and compares four fields there.
+    if (leaves_.size() == 1 && last_->count <= kScannedForRemoval) {
+      for (Block** entry = last_->blocks; *entry != nullptr; ++entry) {
+        if (*entry == block) {
+          erase(Iterator{entry});
+          return true;
+        }
+      }
+      return false;
+    }
     const Iterator found = first_not_below(block, Order{});
     if (found == end() || *found != block) return false;
     erase(found);
@@ -192,6 +204,7 @@ class FreeIndex {
     std::copy(entry + 1, leaf.blocks + leaf.count + 1, entry);  // the null moves down too
     --leaf.count;
     --size_;
+    hint_ = entry;
     if (leaf.count < kLeafMinimum && leaves_.size() > 1) shrunk(index);
   }
 
@@ -222,6 +235,37 @@ class FreeIndex {
     const Leaf& leaf = *leaves_[at];
     return Iterator{std::lower_bound(leaf.blocks, leaf.blocks + leaf.count, value, less)};
   }
+  // Puts `block` at `position` of `leaf` (not full), where it sorts.
+  void insert_at(Leaf& leaf, Block** position, Block* block) {
+    // The null after the last block moves up with them.
+    std::copy_backward(position, leaf.blocks + leaf.count + 1, leaf.blocks + leaf.count + 2);
+    *position = block;
+    ++leaf.count;
+    ++size_;
+    hint_ = nullptr;
+  }
+  // Note [Insertion where the last removal was]: a split's remainder is inserted just after the
+  // block it was cut from was taken out, and it sorts just below it (smaller, same stream); a
+  // block freed beside a free one is inserted just after that one was taken out to merge, and
+  // sorts at or just above it. So the place of the last removal, when it is still a place where
+  // `block` sorts (the blocks on either side of it, within its leaf, are below and above it),
+  // spares the insertion its search: two comparisons that nearly always go the same way, where
+  // a binary search takes a branch per step that no predictor can learn. The place is forgotten
+  // at every other change (an insertion, a leaf split, joined or evened out), so that it always
+  // points into a leaf of this index. Null when there is none, or when `block` does not sort
+  // there, or the leaf is full.
+  Block** hinted_position(const Block* block) const {
+    if (hint_ == nullptr) return nullptr;
+    const Leaf& leaf = *leaf_of(hint_);
+    const auto at = static_cast<std::size_t>(hint_ - leaf.blocks);
+    if (leaf.count == kLeafCapacity) return nullptr;
+    // At either end of a leaf the neighbour lies in another leaf: only a sole leaf's ends are
+    // taken (nothing lies beyond them).
+    const bool sole = leaves_.size() == 1;
+    if (at == 0 ? !sole : !before(leaf.blocks[at - 1], block)) return nullptr;
+    if (at == leaf.count ? !sole : !before(block, leaf.blocks[at])) return nullptr;
+    return hint_;
+  }
   // The slow paths (free_index.cpp).
   void insert_splitting(std::size_t at, Block* block);
   void shrunk(std::size_t index);
@@ -230,6 +274,7 @@ class FreeIndex {
   Leaf* last_ = nullptr;                       // leaves_.back(): where end() is
   std::vector<std::unique_ptr<Leaf>> spare_leaves_;  // for splits (reserve_host_memory)
   std::size_t size_ = 0;
+  Block** hint_ = nullptr;  // where the last removal was, if nothing changed since
 };
 
 }  // namespace cudacache

@@ -212,6 +212,87 @@ TEST(FreeIndex, MatchesAnOrderedSetThroughRandomChanges) {
   EXPECT_TRUE(index.empty());
 }
 
+// Note [Insertion where the last removal was]: an insertion right after a removal, as a split's
+// remainder and a merge's result are inserted, of a block that sorts where the removed one was,
+// just beside it, or anywhere, at either end of a leaf or inside one, with one leaf and with
+// many: the index keeps the set's order whether or not the block goes where the removal was.
+TEST(FreeIndex, AnInsertionRightAfterARemovalGoesWhereItSorts) {
+  std::mt19937_64 random(20261208);
+  std::vector<std::unique_ptr<Block>> blocks;
+  std::uintptr_t next_address = 0x100000;
+  const auto make_block = [&](cudaStream_t stream, std::size_t size, std::uint64_t order) {
+    auto block = std::make_unique<Block>();
+    block->stream = stream;
+    block->size = size;
+    block->segment_order = order;
+    block->address = next_address;
+    next_address += 0x1000;
+    blocks.push_back(std::move(block));
+    return blocks.back().get();
+  };
+  FreeIndex index;
+  std::set<Block*, SetOrder> expected;
+  std::vector<Block*> inside;  // what the index holds, in no order
+  std::size_t at_hint_kinds[3] = {0, 0, 0};
+  // A sole leaf (up to 6 blocks), then several (about 8 leaves of blocks, each split and joined
+  // along the way).
+  for (const std::size_t target : {std::size_t{6}, 8 * FreeIndex::kLeafCapacity / 2}) {
+    for (int step = 0; step < 30000; ++step) {
+      if (inside.size() < target) {
+        Block* block =
+            make_block(fake_stream(1 + random() % 2), (1 + random() % 32) * 512, 1 + random() % 3);
+        index.insert(block);
+        expected.insert(block);
+        inside.push_back(block);
+        continue;
+      }
+      // Out goes a random block...
+      const std::size_t victim = random() % inside.size();
+      Block* removed = inside[victim];
+      inside[victim] = inside.back();
+      inside.pop_back();
+      if (random() % 2 == 0) {
+        ASSERT_TRUE(index.erase(removed));
+      } else {
+        auto it = index.lower_bound(FreeIndex::key_of(removed));
+        ASSERT_NE(it, index.end());
+        ASSERT_EQ(*it, removed);
+        index.erase(it);
+      }
+      expected.erase(removed);
+      // ... and in, at once, a block like a split's remainder (smaller, same stream and
+      // segment), a merge's result (larger) or any block.
+      const int kind = static_cast<int>(random() % 3);
+      Block* added = nullptr;
+      if (kind == 0) {
+        added = make_block(removed->stream, std::max<std::size_t>(512, removed->size - 512),
+                           removed->segment_order);
+      } else if (kind == 1) {
+        added = make_block(removed->stream, removed->size + 512 * (random() % 3),
+                           removed->segment_order);
+      } else {
+        added =
+            make_block(fake_stream(1 + random() % 2), (1 + random() % 32) * 512, 1 + random() % 3);
+      }
+      index.insert(added);
+      const auto where = expected.insert(added).first;
+      inside.push_back(added);
+      // Whether it sorts where the removed block was: between the blocks that were beside it.
+      const auto after = std::next(where);
+      const bool at_removal =
+          (where == expected.begin() || SetOrder{}(*std::prev(where), removed)) &&
+          (after == expected.end() || SetOrder{}(removed, *after));
+      if (at_removal) ++at_hint_kinds[kind];
+      if (target < 10 || step % 64 == 0) {
+        ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_same(index, expected));
+  }
+  // Each kind of insertion came where the removal was many times, and elsewhere too.
+  for (const std::size_t count : at_hint_kinds) EXPECT_GT(count, 1000u);
+}
+
 // Note [Host memory runs out]: leaves fill to kLeafCapacity and split at the next insertion, so
 // several may be full at once. With the reserve for two insertions made, two insertions that
 // split two full leaves allocate nothing. (The reserve counted one split for the first
