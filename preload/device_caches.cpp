@@ -11,6 +11,7 @@
 #include "mutex.h"
 #include "real_runtime.h"
 #include "segment_table.h"
+#include "vmm_api.h"
 
 namespace cudacache::preload {
 namespace {
@@ -163,9 +164,15 @@ cudaError_t synchronize_device(int device) {
   if (real::cudaGetDevice(&current) != cudaSuccess || current == device) {
     return real::cudaDeviceSynchronize();
   }
+  // cudaSetDevice back would leave the device's primary context current: a thread's own context
+  // (cuCtxCreate, cuCtxSetCurrent) is put back after it (as device_api's switches do).
+  void* const context = vmm_api::current_context();
   if (const cudaError_t error = real::cudaSetDevice(device); error != cudaSuccess) return error;
   const cudaError_t error = real::cudaDeviceSynchronize();
   real::cudaSetDevice(current);
+  if (context != nullptr && vmm_api::current_context() != context) {
+    vmm_api::make_context_current(context);
+  }
   return error;
 }
 

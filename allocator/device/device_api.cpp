@@ -1,5 +1,7 @@
 #include "device_api.h"
 
+#include "vmm_api.h"
+
 namespace cudacache::device_api {
 namespace {
 
@@ -13,22 +15,32 @@ cudaError_t cleared(cudaError_t error) {
 
 // Makes `device` current and restores the previous device at scope exit. Costs one
 // cudaGetDevice when the device is already current.
+//
+// cudaSetDevice makes a device's primary context current, in place of any context the thread
+// had made current itself (cuCtxCreate, cuCtxSetCurrent, as driver-API programs and libraries
+// do). So a switch notes the thread's context first, and after setting the previous device
+// back, puts that context back if it was not the primary one: a free of another device's block
+// must not leave the caller in another context than its own.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    if (cleared(cudaGetDevice(&previous_)) == cudaSuccess && previous_ != device &&
-        cleared(cudaSetDevice(device)) == cudaSuccess) {
-      switched_ = true;
-    }
+    if (cleared(cudaGetDevice(&previous_)) != cudaSuccess || previous_ == device) return;
+    context_ = vmm_api::current_context();
+    if (cleared(cudaSetDevice(device)) == cudaSuccess) switched_ = true;
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard() {
-    if (switched_) cleared(cudaSetDevice(previous_));
+    if (!switched_) return;
+    cleared(cudaSetDevice(previous_));
+    if (context_ != nullptr && vmm_api::current_context() != context_) {
+      vmm_api::make_context_current(context_);
+    }
   }
 
  private:
   int previous_ = 0;
+  void* context_ = nullptr;  // the thread's context before the switch, if any
   bool switched_ = false;
 };
 

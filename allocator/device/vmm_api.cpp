@@ -57,6 +57,24 @@ const DriverFunctions& driver() {
   return functions;
 }
 
+// The context pair, found apart from the VMM functions (whose absence means no VMM).
+struct ContextFunctions {
+  PFN_cuCtxGetCurrent_v4000 get_current = nullptr;
+  PFN_cuCtxSetCurrent_v4000 set_current = nullptr;
+};
+
+const ContextFunctions& context_functions() {
+  static const ContextFunctions functions = [] {
+    ContextFunctions f;
+    std::string missing;
+    find("cuCtxGetCurrent", &f.get_current, &missing);
+    find("cuCtxSetCurrent", &f.set_current, &missing);
+    if (!missing.empty()) f = {};  // both or neither
+    return f;
+  }();
+  return functions;
+}
+
 cudaError_t as_runtime_error(CUresult result) { return static_cast<cudaError_t>(result); }
 
 CUmemAllocationProp device_memory(int device) {
@@ -130,6 +148,18 @@ cudaError_t set_access(int device, std::uintptr_t address, std::size_t bytes) {
   access.location.id = device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   return as_runtime_error(driver().set_access(address, bytes, &access, 1));
+}
+
+void* current_context() {
+  const ContextFunctions& f = context_functions();
+  CUcontext context = nullptr;
+  if (f.get_current == nullptr || f.get_current(&context) != CUDA_SUCCESS) return nullptr;
+  return context;
+}
+
+bool make_context_current(void* context) {
+  const ContextFunctions& f = context_functions();
+  return f.set_current != nullptr && f.set_current(static_cast<CUcontext>(context)) == CUDA_SUCCESS;
 }
 
 }  // namespace cudacache::vmm_api

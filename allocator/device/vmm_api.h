@@ -1,4 +1,5 @@
-// The driver's virtual memory management (VMM) calls: the only code in cudacache that calls the
+// The driver's virtual memory management (VMM) calls, and the two context calls that a switch
+// of devices needs to put a thread's own context back: the only code in cudacache that calls the
 // CUDA driver. The functions are found through the runtime's cudaGetDriverEntryPointByVersion,
 // so nothing links libcuda and the same binary runs on a GPU and on cudasim.
 //
@@ -32,5 +33,11 @@ cudaError_t map(std::uintptr_t address, std::size_t bytes, PageHandle handle);
 cudaError_t unmap(std::uintptr_t address, std::size_t bytes);
 // Read-write access for `device` to a mapped range.
 cudaError_t set_access(int device, std::uintptr_t address, std::size_t bytes);
+
+// The calling thread's current context (cuCtxGetCurrent, a CUcontext), or null: none, or the
+// driver does not say. Independent of the VMM functions: a driver without VMM still has these.
+void* current_context();
+// Makes `context` (from current_context()) current again (cuCtxSetCurrent); false on failure.
+bool make_context_current(void* context);
 
 }  // namespace cudacache::vmm_api

@@ -144,6 +144,87 @@ TEST_F(Driver, PrimaryContexts) {
   EXPECT_EQ(DRIVER(cuCtxSynchronize)(), CUDA_SUCCESS);
 }
 
+// A private context (cuCtxCreate) is pushed over the current one and current until popped or
+// destroyed; runtime calls follow its device; cudaSetDevice replaces it with the device's
+// primary context (CUDA's rule, which an allocator that switches devices must not break).
+TEST_F(Driver, PrivateContextsArePushedPoppedAndReplacedByCudaSetDevice) {
+  auto create = DRIVER(cuCtxCreate);
+  auto destroy = DRIVER(cuCtxDestroy);
+  auto get_current = DRIVER(cuCtxGetCurrent);
+  ASSERT_NE(create, nullptr);
+  ASSERT_NE(destroy, nullptr);
+  CUcontext primary = nullptr;
+  ASSERT_EQ(DRIVER(cuDevicePrimaryCtxRetain)(&primary, 0), CUDA_SUCCESS);
+  ASSERT_EQ(DRIVER(cuDevicePrimaryCtxRelease)(0), CUDA_SUCCESS);
+  ASSERT_EQ(DRIVER(cuCtxSetCurrent)(primary), CUDA_SUCCESS);
+
+  CUcontext mine = nullptr;
+  EXPECT_EQ(create(nullptr, nullptr, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(create(&mine, nullptr, 0x100, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(create(&mine, nullptr, 0, 7), CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_EQ(create(&mine, nullptr, CU_CTX_SCHED_AUTO, 0), CUDA_SUCCESS);
+  ASSERT_NE(mine, nullptr);
+  EXPECT_NE(mine, primary);
+  CUcontext current = nullptr;
+  ASSERT_EQ(get_current(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, mine);
+  CUdevice device = -1;
+  ASSERT_EQ(DRIVER(cuCtxGetDevice)(&device), CUDA_SUCCESS);
+  EXPECT_EQ(device, 0);
+  int runtime_device = -1;
+  ASSERT_CUDA(cudaGetDevice(&runtime_device));
+  EXPECT_EQ(runtime_device, 0);
+
+  // Popped: the primary context pushed under it is current again; pushed back, it is current.
+  CUcontext popped = nullptr;
+  ASSERT_EQ(DRIVER(cuCtxPopCurrent)(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, mine);
+  ASSERT_EQ(get_current(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, primary);
+  ASSERT_EQ(DRIVER(cuCtxSetCurrent)(mine), CUDA_SUCCESS);
+
+  // cudaSetDevice (the same device) makes its primary context current in place of `mine`.
+  ASSERT_CUDA(cudaSetDevice(0));
+  ASSERT_EQ(get_current(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, primary);
+  ASSERT_EQ(DRIVER(cuCtxSetCurrent)(mine), CUDA_SUCCESS);
+
+  // Destroyed while current: popped, as by cuCtxPopCurrent; its handle is invalid from then on.
+  ASSERT_EQ(DRIVER(cuCtxSetCurrent)(primary), CUDA_SUCCESS);
+  ASSERT_EQ(DRIVER(cuCtxPushCurrent)(mine), CUDA_SUCCESS);
+  ASSERT_EQ(destroy(mine), CUDA_SUCCESS);
+  ASSERT_EQ(get_current(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, primary);
+  EXPECT_EQ(destroy(mine), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(destroy(primary), CUDA_ERROR_INVALID_CONTEXT);  // cuDevicePrimaryCtxRelease's
+  EXPECT_EQ(destroy(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(DRIVER(cuCtxSetCurrent)(mine), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(DRIVER(cuCtxPushCurrent)(mine), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CUDA(cudaSetDevice(0));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // driver calls leave the runtime's error alone
+}
+
+// On two devices: a private context on device 1 makes device 1 the runtime's current device,
+// and cudaSetDevice(0) replaces it with device 0's primary context.
+TEST_F(Driver, APrivateContextCarriesItsDeviceUntilCudaSetDevice) {
+  int count = 0;
+  ASSERT_CUDA(cudaGetDeviceCount(&count));
+  if (count < 2) GTEST_SKIP() << "needs CUDASIM_DEVICES=2";
+  CUcontext mine = nullptr;
+  ASSERT_EQ(DRIVER(cuCtxCreate)(&mine, nullptr, 0, 1), CUDA_SUCCESS);
+  int runtime_device = -1;
+  ASSERT_CUDA(cudaGetDevice(&runtime_device));
+  EXPECT_EQ(runtime_device, 1);
+  ASSERT_CUDA(cudaSetDevice(0));
+  CUcontext current = nullptr;
+  ASSERT_EQ(DRIVER(cuCtxGetCurrent)(&current), CUDA_SUCCESS);
+  CUcontext primary0 = nullptr;
+  ASSERT_EQ(DRIVER(cuDevicePrimaryCtxRetain)(&primary0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(DRIVER(cuDevicePrimaryCtxRelease)(0), CUDA_SUCCESS);
+  EXPECT_EQ(current, primary0);
+  ASSERT_EQ(DRIVER(cuCtxDestroy)(mine), CUDA_SUCCESS);
+}
+
 TEST_F(Driver, GetAddressRange) {
   auto range = DRIVER(cuMemGetAddressRange);
   void* p = nullptr;

@@ -75,6 +75,10 @@ CUDASIM_FORWARD(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int* flags, 
                 (dev, flags, active))
 CUDASIM_FORWARD(cuCtxGetCurrent, (CUcontext * pctx), (pctx))
 CUDASIM_FORWARD(cuCtxSetCurrent, (CUcontext ctx), (ctx))
+CUDASIM_FORWARD(cuCtxCreate,
+                (CUcontext * pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev),
+                (pctx, params, flags, dev))
+CUDASIM_FORWARD(cuCtxDestroy, (CUcontext ctx), (ctx))
 CUDASIM_FORWARD(cuCtxPushCurrent, (CUcontext ctx), (ctx))
 CUDASIM_FORWARD(cuCtxPopCurrent, (CUcontext * pctx), (pctx))
 CUDASIM_FORWARD(cuCtxGetDevice, (CUdevice * device), (device))

@@ -104,6 +104,7 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaSetDevice(int device) {
   if (const cudaError_t e = check_device(device); e != cudaSuccess) return finish(e);
   current_device() = device;
+  follow_runtime_device();  // the device's primary context replaces a context made current
   return cudaSuccess;
 }
 

@@ -3,13 +3,20 @@
 // name (cudaGetDriverEntryPoint*, cuGetProcAddress, or cudasim's libcuda.so.1, which forwards
 // here), return CUresult, and never touch the runtime's last error.
 //
-// Contexts: each device has one primary context, and there are no others (cuCtxCreate is not
-// provided). The simulator creates nothing lazily, so a primary context is always active. A
-// thread's current context is the one it set (cuCtxSetCurrent, cuCtxPushCurrent) or else the
+// Contexts: each device has one primary context, and a program may create others
+// (cuCtxCreate: a private context, current until popped or destroyed; cuCtxDestroy). The
+// simulator creates nothing lazily, so a primary context is always active. A thread's current
+// context is the one it set (cuCtxSetCurrent, cuCtxPushCurrent, cuCtxCreate) or else the
 // primary context of its current runtime device, as after any runtime call on that device;
-// making a context current also makes its device the thread's runtime device.
+// making a context current also makes its device the thread's runtime device, and cudaSetDevice
+// makes the device's primary context current again, in place of the one set (as CUDA's does).
+// All contexts of a device share its memory, streams and counters: a private context differs
+// from the primary one only in being a different handle.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "api.h"
@@ -26,10 +33,32 @@ ContextTag context_tags[64];  // CUDASIM_DEVICES is at most 64
 
 CUcontext primary_context(int device) { return reinterpret_cast<CUcontext>(&context_tags[device]); }
 
-// -1 for a handle that is not a valid device's primary context.
-int context_device(const State& s, CUcontext context) {
+// Private contexts (cuCtxCreate) not destroyed yet, and their devices. A handle is a number
+// never handed out before (never dereferenced), so a destroyed context's handle stays invalid.
+struct PrivateContexts {
+  std::mutex mutex;
+  std::unordered_map<CUcontext, int> devices;
+  std::uintptr_t next = 0x7c7c000000000000ULL;
+};
+PrivateContexts& private_contexts() {
+  static PrivateContexts* const contexts = new PrivateContexts;  // leaked, as the State
+  return *contexts;
+}
+
+bool is_primary(CUcontext context) {
   const auto* tag = reinterpret_cast<const ContextTag*>(context);
-  if (tag < std::begin(context_tags) || tag >= std::end(context_tags)) return -1;
+  return tag >= std::begin(context_tags) && tag < std::end(context_tags);
+}
+
+// -1 for a handle that is neither a valid device's primary context nor a live private one.
+int context_device(const State& s, CUcontext context) {
+  if (!is_primary(context)) {
+    PrivateContexts& p = private_contexts();
+    std::lock_guard lock(p.mutex);
+    const auto it = p.devices.find(context);
+    return it == p.devices.end() ? -1 : it->second;
+  }
+  const auto* tag = reinterpret_cast<const ContextTag*>(context);
   const int device = static_cast<int>(tag - std::begin(context_tags));
   return valid_device(s, device) ? device : -1;
 }
@@ -59,6 +88,12 @@ void make_current(const State& s, CUcontext context) {
 }
 
 }  // namespace
+
+void follow_runtime_device() {
+  ThreadContexts& t = thread_contexts();
+  t.set = false;
+  t.current = nullptr;
+}
 
 }  // namespace cudasim
 
@@ -209,12 +244,63 @@ CUresult cuCtxPopCurrent(CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuCtxCreate(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags,
+                     CUdevice dev) {
+  if (pctx == nullptr || (flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Execution affinity and CIG parameters ask for what the simulator does not model.
+  if (ctxCreateParams != nullptr &&
+      (ctxCreateParams->execAffinityParams != nullptr || ctxCreateParams->cigParams != nullptr)) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  State& s = state();
+  if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  PrivateContexts& p = private_contexts();
+  CUcontext context = nullptr;
+  {
+    std::lock_guard lock(p.mutex);
+    p.next += 64;
+    context = reinterpret_cast<CUcontext>(p.next);
+    p.devices.emplace(context, dev);
+  }
+  // Pushed: the context current before comes back when this one is popped or destroyed.
+  thread_contexts().stack.push_back(current_context(s));
+  make_current(s, context);
+  *pctx = context;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy(CUcontext ctx) {
+  State& s = state();
+  if (ctx == nullptr || is_primary(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  {
+    PrivateContexts& p = private_contexts();
+    std::lock_guard lock(p.mutex);
+    if (p.devices.erase(ctx) == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  // Current on this thread: popped, as by cuCtxPopCurrent. (Another thread where it is current
+  // keeps the dead handle, as on CUDA: cuCtxGetDevice there fails with an invalid context.)
+  ThreadContexts& t = thread_contexts();
+  if (t.set && t.current == ctx) {
+    CUcontext below = nullptr;
+    if (!t.stack.empty()) {
+      below = t.stack.back();
+      t.stack.pop_back();
+    }
+    make_current(s, below);
+  }
+  std::erase(t.stack, ctx);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetDevice(CUdevice* device) {
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   const CUcontext context = current_context(s);
-  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  *device = context_device(s, context);
+  const int owner = context == nullptr ? -1 : context_device(s, context);
+  if (owner < 0) return CUDA_ERROR_INVALID_CONTEXT;  // none, or one destroyed since
+  *device = owner;
   return CUDA_SUCCESS;
 }
 

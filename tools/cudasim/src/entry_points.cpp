@@ -36,6 +36,8 @@ const DriverSymbol kDriverSymbols[] = {
     CUDASIM_DRIVER_SYMBOL(cuDevicePrimaryCtxRetain, 7000),
     CUDASIM_DRIVER_SYMBOL(cuDevicePrimaryCtxRelease, 11000),
     CUDASIM_DRIVER_SYMBOL(cuDevicePrimaryCtxGetState, 7000),
+    CUDASIM_DRIVER_SYMBOL(cuCtxCreate, 12050),
+    CUDASIM_DRIVER_SYMBOL(cuCtxDestroy, 4000),
     CUDASIM_DRIVER_SYMBOL(cuCtxGetCurrent, 4000),
     CUDASIM_DRIVER_SYMBOL(cuCtxSetCurrent, 4000),
     CUDASIM_DRIVER_SYMBOL(cuCtxPushCurrent, 4000),

@@ -205,6 +205,9 @@ State& state();
 
 // Calling thread's current device (cudaSetDevice).
 int& current_device();
+// cudaSetDevice's effect on the calling thread's contexts (driver.cpp): the primary context of
+// its (new) current device becomes current in place of whatever context it had made current.
+void follow_runtime_device();
 bool valid_device(const State& s, int device);
 // cudaDeviceGetAttribute's answer (devices.cpp); nullopt for an attribute it does not know.
 std::optional<int> device_attribute(cudaDeviceAttr attr, int device);
