@@ -164,15 +164,13 @@ cudaError_t synchronize_device(int device) {
   if (real::cudaGetDevice(&current) != cudaSuccess || current == device) {
     return real::cudaDeviceSynchronize();
   }
-  // cudaSetDevice back would leave the device's primary context current: a thread's own context
-  // (cuCtxCreate, cuCtxSetCurrent) is put back after it (as device_api's switches do).
+  // Back by making the thread's context current again, as device_api's switches do: cudaSetDevice
+  // back would leave the device's primary context current in place of a context of the thread's
+  // own (cuCtxCreate, cuCtxSetCurrent).
   void* const context = vmm_api::current_context();
   if (const cudaError_t error = real::cudaSetDevice(device); error != cudaSuccess) return error;
   const cudaError_t error = real::cudaDeviceSynchronize();
-  real::cudaSetDevice(current);
-  if (context != nullptr && vmm_api::current_context() != context) {
-    vmm_api::make_context_current(context);
-  }
+  if (context == nullptr || !vmm_api::make_context_current(context)) real::cudaSetDevice(current);
   return error;
 }
 

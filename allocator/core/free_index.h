@@ -253,12 +253,12 @@ class FreeIndex {
   // a binary search takes a branch per step that no predictor can learn. The place is forgotten
   // at every other change (an insertion, a leaf split, joined or evened out), so that it always
   // points into a leaf of this index. Null when there is none, or when `block` does not sort
-  // there, or the leaf is full.
+  // there.
   Block** hinted_position(const Block* block) const {
     if (hint_ == nullptr) return nullptr;
     const Leaf& leaf = *leaf_of(hint_);
     const auto at = static_cast<std::size_t>(hint_ - leaf.blocks);
-    if (leaf.count == kLeafCapacity) return nullptr;
+    // Not full: the leaf lost a block at the removal, and nothing was inserted since.
     // At either end of a leaf the neighbour lies in another leaf: only a sole leaf's ends are
     // taken (nothing lies beyond them).
     const bool sole = leaves_.size() == 1;

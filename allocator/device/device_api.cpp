@@ -18,9 +18,11 @@ cudaError_t cleared(cudaError_t error) {
 //
 // cudaSetDevice makes a device's primary context current, in place of any context the thread
 // had made current itself (cuCtxCreate, cuCtxSetCurrent, as driver-API programs and libraries
-// do). So a switch notes the thread's context first, and after setting the previous device
-// back, puts that context back if it was not the primary one: a free of another device's block
-// must not leave the caller in another context than its own.
+// do). So a switch notes the thread's context first and switches back by making that context
+// current again (what cudaSetDevice does with the primary one): a free of another device's
+// block must not leave the caller in another context than its own, nor initialize a primary
+// context the thread never used. cudaSetDevice back only when no context was current, or it
+// cannot be made current again (destroyed meanwhile).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
@@ -32,10 +34,8 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard() {
     if (!switched_) return;
+    if (context_ != nullptr && vmm_api::make_context_current(context_)) return;
     cleared(cudaSetDevice(previous_));
-    if (context_ != nullptr && vmm_api::current_context() != context_) {
-      vmm_api::make_context_current(context_);
-    }
   }
 
  private:

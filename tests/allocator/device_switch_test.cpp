@@ -58,14 +58,25 @@ class DeviceSwitchTest : public ::testing::Test {
   CUcontext mine_ = nullptr;
 };
 
+// Device 1's memory and event, given back however a test ends (the suite-wide fault sweep
+// fails a call of each kind in turn, and an early ASSERT must not leave them behind).
+struct DeviceOneResources {
+  void* memory = nullptr;
+  cudaEvent_t event = nullptr;
+  ~DeviceOneResources() {
+    if (memory != nullptr) device_api::free_memory(1, memory);
+    if (event != nullptr) cudaEventDestroy(event);
+    cudaGetLastError();
+  }
+};
+
 // Every device_api call that switches: the thread's own context is current after each.
 TEST_F(DeviceSwitchTest, DeviceCallsOnAnotherDeviceLeaveTheThreadsOwnContextCurrent) {
   ASSERT_EQ(current(), mine_);
-  void* p = nullptr;
-  ASSERT_EQ(device_api::malloc_memory(1, &p, 1 << 20), cudaSuccess);
+  DeviceOneResources held;
+  ASSERT_EQ(device_api::malloc_memory(1, &held.memory, 1 << 20), cudaSuccess);
   EXPECT_EQ(current(), mine_);
-  cudaEvent_t event = nullptr;
-  ASSERT_EQ(device_api::create_event(1, &event), cudaSuccess);
+  ASSERT_EQ(device_api::create_event(1, &held.event), cudaSuccess);
   EXPECT_EQ(current(), mine_);
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
@@ -73,26 +84,29 @@ TEST_F(DeviceSwitchTest, DeviceCallsOnAnotherDeviceLeaveTheThreadsOwnContextCurr
   EXPECT_EQ(current(), mine_);
   ASSERT_EQ(device_api::synchronize(1), cudaSuccess);
   EXPECT_EQ(current(), mine_);
-  ASSERT_EQ(device_api::free_memory(1, p), cudaSuccess);
+  void* const memory = held.memory;
+  held.memory = nullptr;
+  ASSERT_EQ(device_api::free_memory(1, memory), cudaSuccess);
   EXPECT_EQ(current(), mine_);
   int device = -1;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   EXPECT_EQ(device, 0);
-  ASSERT_EQ(cudaEventDestroy(event), cudaSuccess);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-// A thread on the primary context keeps it (what the switch did before): cudaSetDevice back.
+// A thread on the primary context keeps it (what the switch did before).
 TEST_F(DeviceSwitchTest, AThreadOnThePrimaryContextIsLeftOnIt) {
   ASSERT_EQ(destroy_(mine_), CUDA_SUCCESS);
   mine_ = nullptr;
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const CUcontext primary = current();
   ASSERT_NE(primary, nullptr);
-  void* p = nullptr;
-  ASSERT_EQ(device_api::malloc_memory(1, &p, 1 << 20), cudaSuccess);
+  DeviceOneResources held;
+  ASSERT_EQ(device_api::malloc_memory(1, &held.memory, 1 << 20), cudaSuccess);
   EXPECT_EQ(current(), primary);
-  ASSERT_EQ(device_api::free_memory(1, p), cudaSuccess);
+  void* const memory = held.memory;
+  held.memory = nullptr;
+  ASSERT_EQ(device_api::free_memory(1, memory), cudaSuccess);
   EXPECT_EQ(current(), primary);
 }
 

@@ -204,6 +204,38 @@ TEST_F(Driver, PrivateContextsArePushedPoppedAndReplacedByCudaSetDevice) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // driver calls leave the runtime's error alone
 }
 
+// A context destroyed while lower on a thread's stack stays there, as on CUDA: popped back to, it
+// is current but destroyed, and the thread's runtime device stays what it was (it was set to -1,
+// and cudaMemGetInfo then read device -1's state: found in review).
+TEST_F(Driver, ADestroyedContextPoppedBackToIsReportedDestroyed) {
+  int count = 0;
+  ASSERT_CUDA(cudaGetDeviceCount(&count));
+  if (count < 2) GTEST_SKIP() << "needs CUDASIM_DEVICES=2";
+  CUcontext lower = nullptr;
+  CUcontext upper = nullptr;
+  ASSERT_EQ(DRIVER(cuCtxCreate)(&lower, nullptr, 0, 1), CUDA_SUCCESS);
+  ASSERT_EQ(DRIVER(cuCtxCreate)(&upper, nullptr, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(DRIVER(cuCtxDestroy)(lower), CUDA_SUCCESS);  // not current: stays on the stack
+  CUcontext popped = nullptr;
+  ASSERT_EQ(DRIVER(cuCtxPopCurrent)(&popped), CUDA_SUCCESS);
+  EXPECT_EQ(popped, upper);
+  CUcontext current = nullptr;
+  ASSERT_EQ(DRIVER(cuCtxGetCurrent)(&current), CUDA_SUCCESS);
+  EXPECT_EQ(current, lower);
+  CUdevice device = -1;
+  EXPECT_EQ(DRIVER(cuCtxGetDevice)(&device), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  int runtime_device = -1;
+  ASSERT_CUDA(cudaGetDevice(&runtime_device));
+  EXPECT_EQ(runtime_device, 0);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  EXPECT_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  EXPECT_GT(total_bytes, 0u);
+  EXPECT_EQ(DRIVER(cuCtxSetCurrent)(lower), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_EQ(DRIVER(cuCtxDestroy)(upper), CUDA_SUCCESS);
+  ASSERT_CUDA(cudaSetDevice(0));
+}
+
 // On two devices: a private context on device 1 makes device 1 the runtime's current device,
 // and cudaSetDevice(0) replaces it with device 0's primary context.
 TEST_F(Driver, APrivateContextCarriesItsDeviceUntilCudaSetDevice) {

@@ -11,11 +11,17 @@
 // making a context current also makes its device the thread's runtime device, and cudaSetDevice
 // makes the device's primary context current again, in place of the one set (as CUDA's does).
 // All contexts of a device share its memory, streams and counters: a private context differs
-// from the primary one only in being a different handle.
+// from the primary one only in being a different handle. A destroyed context stays where it was
+// on other threads (current, or on their stacks), as on CUDA: cuCtxGetDevice there answers
+// CUDA_ERROR_CONTEXT_IS_DESTROYED, and the thread's runtime device stays what it was. A thread's
+// stack holds up to kContextStackDepth contexts (CUDA's has no set limit). cuCtxCreate is found
+// from CUDA 12.5 on (its _v4 form); a lookup for an older version gets "version too low" where a
+// driver would hand out the older signature.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -35,10 +41,11 @@ CUcontext primary_context(int device) { return reinterpret_cast<CUcontext>(&cont
 
 // Private contexts (cuCtxCreate) not destroyed yet, and their devices. A handle is a number
 // never handed out before (never dereferenced), so a destroyed context's handle stays invalid.
+constexpr std::uintptr_t kFirstPrivateContext = 0x7c7c000000000000ULL;
 struct PrivateContexts {
   std::mutex mutex;
   std::unordered_map<CUcontext, int> devices;
-  std::uintptr_t next = 0x7c7c000000000000ULL;
+  std::uintptr_t next = kFirstPrivateContext;  // the last handle made
 };
 PrivateContexts& private_contexts() {
   static PrivateContexts* const contexts = new PrivateContexts;  // leaked, as the State
@@ -50,24 +57,45 @@ bool is_primary(CUcontext context) {
   return tag >= std::begin(context_tags) && tag < std::end(context_tags);
 }
 
-// -1 for a handle that is neither a valid device's primary context nor a live private one.
+constexpr int kNoContext = -1;
+constexpr int kDestroyedContext = -2;
+
+// The device of a valid device's primary context or of a live private one; kDestroyedContext
+// for a private context destroyed since, kNoContext for any other handle.
 int context_device(const State& s, CUcontext context) {
   if (!is_primary(context)) {
     PrivateContexts& p = private_contexts();
     std::lock_guard lock(p.mutex);
     const auto it = p.devices.find(context);
-    return it == p.devices.end() ? -1 : it->second;
+    if (it != p.devices.end()) return it->second;
+    const auto handle = reinterpret_cast<std::uintptr_t>(context);
+    const bool made = handle > kFirstPrivateContext && handle <= p.next &&
+                      (handle - kFirstPrivateContext) % 64 == 0;
+    return made ? kDestroyedContext : kNoContext;
   }
   const auto* tag = reinterpret_cast<const ContextTag*>(context);
   const int device = static_cast<int>(tag - std::begin(context_tags));
-  return valid_device(s, device) ? device : -1;
+  return valid_device(s, device) ? device : kNoContext;
 }
 
+constexpr std::size_t kContextStackDepth = 64;
+
+// Trivially destructible: cudaSetDevice and the context functions may run in static
+// destructors at exit, after a thread's non-trivial thread_locals are gone.
 struct ThreadContexts {
   bool set = false;  // false: follow the runtime's current device
   CUcontext current = nullptr;
-  std::vector<CUcontext> stack;  // contexts below the current one (cuCtxPushCurrent)
+  CUcontext stack[kContextStackDepth] = {};  // contexts below the current one, oldest first
+  std::size_t depth = 0;
+
+  bool push(CUcontext context) {
+    if (depth == kContextStackDepth) return false;
+    stack[depth++] = context;
+    return true;
+  }
+  CUcontext pop() { return depth == 0 ? nullptr : stack[--depth]; }
 };
+static_assert(std::is_trivially_destructible_v<ThreadContexts>);
 
 ThreadContexts& thread_contexts() {
   thread_local ThreadContexts contexts;
@@ -84,7 +112,9 @@ void make_current(const State& s, CUcontext context) {
   ThreadContexts& t = thread_contexts();
   t.set = true;
   t.current = context;
-  if (context != nullptr) current_device() = context_device(s, context);
+  if (context == nullptr) return;
+  // A destroyed context (popped back from under another) leaves the runtime device alone.
+  if (const int device = context_device(s, context); device >= 0) current_device() = device;
 }
 
 }  // namespace
@@ -224,7 +254,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 CUresult cuCtxPushCurrent(CUcontext ctx) {
   State& s = state();
   if (context_device(s, ctx) < 0) return CUDA_ERROR_INVALID_CONTEXT;
-  thread_contexts().stack.push_back(current_context(s));
+  if (!thread_contexts().push(current_context(s))) return CUDA_ERROR_OUT_OF_MEMORY;
   make_current(s, ctx);
   return CUDA_SUCCESS;
 }
@@ -235,12 +265,7 @@ CUresult cuCtxPopCurrent(CUcontext* pctx) {
   const CUcontext popped = current_context(s);
   if (popped == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx != nullptr) *pctx = popped;
-  CUcontext below = nullptr;
-  if (!t.stack.empty()) {
-    below = t.stack.back();
-    t.stack.pop_back();
-  }
-  make_current(s, below);
+  make_current(s, t.pop());
   return CUDA_SUCCESS;
 }
 
@@ -256,6 +281,9 @@ CUresult cuCtxCreate(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsign
   }
   State& s = state();
   if (!valid_device(s, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  // Pushed: the context current before comes back when this one is popped or destroyed.
+  ThreadContexts& t = thread_contexts();
+  if (!t.push(current_context(s))) return CUDA_ERROR_OUT_OF_MEMORY;
   PrivateContexts& p = private_contexts();
   CUcontext context = nullptr;
   {
@@ -264,8 +292,6 @@ CUresult cuCtxCreate(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsign
     context = reinterpret_cast<CUcontext>(p.next);
     p.devices.emplace(context, dev);
   }
-  // Pushed: the context current before comes back when this one is popped or destroyed.
-  thread_contexts().stack.push_back(current_context(s));
   make_current(s, context);
   *pctx = context;
   return CUDA_SUCCESS;
@@ -279,18 +305,10 @@ CUresult cuCtxDestroy(CUcontext ctx) {
     std::lock_guard lock(p.mutex);
     if (p.devices.erase(ctx) == 0) return CUDA_ERROR_INVALID_CONTEXT;
   }
-  // Current on this thread: popped, as by cuCtxPopCurrent. (Another thread where it is current
-  // keeps the dead handle, as on CUDA: cuCtxGetDevice there fails with an invalid context.)
+  // Current on this thread: popped, as by cuCtxPopCurrent. Where it is current elsewhere, or
+  // lower on a stack, it stays (a destroyed context, as on CUDA).
   ThreadContexts& t = thread_contexts();
-  if (t.set && t.current == ctx) {
-    CUcontext below = nullptr;
-    if (!t.stack.empty()) {
-      below = t.stack.back();
-      t.stack.pop_back();
-    }
-    make_current(s, below);
-  }
-  std::erase(t.stack, ctx);
+  if (t.set && t.current == ctx) make_current(s, t.pop());
   return CUDA_SUCCESS;
 }
 
@@ -298,8 +316,9 @@ CUresult cuCtxGetDevice(CUdevice* device) {
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   const CUcontext context = current_context(s);
-  const int owner = context == nullptr ? -1 : context_device(s, context);
-  if (owner < 0) return CUDA_ERROR_INVALID_CONTEXT;  // none, or one destroyed since
+  const int owner = context == nullptr ? kNoContext : context_device(s, context);
+  if (owner == kDestroyedContext) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (owner < 0) return CUDA_ERROR_INVALID_CONTEXT;
   *device = owner;
   return CUDA_SUCCESS;
 }
