@@ -9,22 +9,11 @@
 
 #include "device_allocator.h"
 #include "device_api.h"
+#include "driver_function.h"
 #include "test_support.h"
 
 namespace cudacache {
 namespace {
-
-template <typename Function>
-Function driver(const char* name) {
-  void* function = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion(name, &function, 13000, cudaEnableDefault, &status) !=
-          cudaSuccess ||
-      status != cudaDriverEntryPointSuccess) {
-    return nullptr;
-  }
-  return reinterpret_cast<Function>(function);
-}
 
 class DeviceSwitchTest : public ::testing::Test {
  protected:
@@ -33,12 +22,9 @@ class DeviceSwitchTest : public ::testing::Test {
     int devices = 0;
     ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
     if (devices < 2) GTEST_SKIP() << "needs CUDASIM_DEVICES >= 2";
-    create_ = driver<decltype(&cuCtxCreate)>("cuCtxCreate");
-    destroy_ = driver<decltype(&cuCtxDestroy)>("cuCtxDestroy");
-    get_current_ = driver<decltype(&cuCtxGetCurrent)>("cuCtxGetCurrent");
-    ASSERT_NE(create_, nullptr);
-    ASSERT_NE(destroy_, nullptr);
-    ASSERT_NE(get_current_, nullptr);
+    ASSERT_NO_FATAL_FAILURE(load_driver_function("cuCtxCreate", &create_, 13000));
+    ASSERT_NO_FATAL_FAILURE(load_driver_function("cuCtxDestroy", &destroy_, 13000));
+    ASSERT_NO_FATAL_FAILURE(load_driver_function("cuCtxGetCurrent", &get_current_, 13000));
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     ASSERT_EQ(create_(&mine_, nullptr, 0, 0), CUDA_SUCCESS);  // current from here on
   }

@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include "driver_function.h"
+
 struct VmmDriver {
   decltype(&cuMemAddressReserve) reserve = nullptr;
   decltype(&cuMemAddressFree) address_free = nullptr;
@@ -18,17 +20,6 @@ struct VmmDriver {
   decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
   decltype(&cuDeviceGetAttribute) attribute = nullptr;
 };
-
-template <typename F>
-void load_driver_function(const char* name, F* out) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  ASSERT_EQ(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &status),
-            cudaSuccess);
-  ASSERT_EQ(status, cudaDriverEntryPointSuccess) << name;
-  ASSERT_NE(fn, nullptr) << name;
-  *out = reinterpret_cast<F>(fn);
-}
 
 // Fails the calling test (fatally) when a function is missing.
 inline void load_vmm_driver(VmmDriver* d) {
